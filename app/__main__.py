@@ -1,0 +1,56 @@
+"""Entry point: the GUI with no arguments (or a task text), CLI subcommands otherwise.
+
+No side effects on import: nothing here touches the display, the GPU or the disk until `main` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app.cli import register_all
+
+    parser = argparse.ArgumentParser(
+        prog="deskhand",
+        description="Deskhand operates your computer with a local vision-language model, one approved step at a time.",
+    )
+    parser.add_argument("--version", action="version", version=f"deskhand {__version__}")
+    parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (for tests and portable use)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    register_all(sub)
+    return parser
+
+
+def _is_subcommand(argv: Sequence[str], parser: argparse.ArgumentParser) -> bool:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    words = [a for a in argv if not a.startswith("-")]
+    return bool(words) and words[0] in sub.choices
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if args_in and (_is_subcommand(args_in, parser) or args_in[0] in ("-h", "--help", "--version")):
+        args = parser.parse_args(args_in)
+        if args.base_dir:
+            import os
+
+            os.environ["DESKHAND_HOME"] = args.base_dir
+        return int(args.func(args) or 0)
+    return main_gui(args_in)
+
+
+def main_gui(argv: Sequence[str] | None = None) -> int:
+    """The desktop app: `deskhand [--base-dir DIR] [OPTIONS] ["task text"]`."""
+    from app.ui.launch import launch
+
+    return launch(list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""Command-line subcommands. Each module exposes `register(subparsers)`; none imports Qt."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# Subcommand modules, in the order `deskhand --help` lists them.
+MODULES = (
+    "app.cli.propose_cmd",
+    "app.cli.prompt_cmd",
+    "app.cli.capture_cmd",
+    "app.cli.do_cmd",
+)
+
+
+def register_all(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    for name in MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # not written yet on this branch
+                continue
+            raise
+        module.register(subparsers)

@@ -1,0 +1,70 @@
+"""`deskhand prompt --dump`: the exact prompt for a screenshot and task, without generating."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.cli.history_file import last_feedback, load_observation, read_history
+from app.core.errors import DeskhandError
+from app.engine.profile import DEFAULT_PROFILE, load_profile
+from app.engine.prompt import Screenshot, build_prompt, dump, image_tokens
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("prompt", help="print the exact prompt the model would get",
+                       description="Print the prompt text with one media marker per tile, the tile grid and "
+                                   "the image token count. Loads nothing; --model/--mmproj are checked only.")
+    p.add_argument("--model", metavar="TEXT.gguf")
+    p.add_argument("--mmproj", metavar="MMPROJ.gguf")
+    p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--screenshot", required=True, metavar="S.png")
+    p.add_argument("--task", required=True)
+    p.add_argument("--history", metavar="RUN.jsonl")
+    p.add_argument("--max-tiles", type=int, default=None)
+    p.add_argument("--dump", action="store_true", help="print the prompt text itself (default: summary only)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    try:
+        profile = load_profile(args.profile)
+        if args.max_tiles:
+            profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=args.max_tiles))
+        warnings: list[str] = []
+        if args.model or args.mmproj:
+            from app.engine.model_files import check_model_files
+            from app.engine.template_check import layout_drift
+
+            files = check_model_files(args.model, args.mmproj, profile.image.norm_mean, profile.image.norm_std)
+            warnings += files.warnings
+            drift = layout_drift(profile, files.chat_template)
+            if drift:
+                warnings.append(f"Chat layout check: {drift}.")
+        history = read_history(args.history) if args.history else []
+        obs = load_observation(args.screenshot, last_feedback(args.history))
+        segments = build_prompt(profile, args.task, obs, history)
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
+    assert obs.image is not None
+    grid, n_img = image_tokens(profile, obs.image)
+    shown = [s for s in segments if isinstance(s, Screenshot)]
+    total_img = sum(image_tokens(profile, s.image)[1] for s in shown if s.image is not None)
+    text = dump(profile, segments)
+    if args.json:
+        print(json.dumps({"prompt": text, "grid": grid, "image_tokens": n_img, "screenshots_shown": len(shown),
+                          "image_tokens_total": total_img, "warnings": warnings}, ensure_ascii=False, indent=2))
+        return 0
+    if args.dump:
+        print(text)
+        print("-" * 72)
+    for w in warnings:
+        print(f"Warning: {w}")
+    print(f"Screenshot {obs.image.width}×{obs.image.height}: {grid}, {n_img} image tokens")
+    print(f"Screenshots shown as images: {len(shown)} (budget {profile.image_budget}), {total_img} image tokens in all")
+    return 0

@@ -1,0 +1,91 @@
+"""`deskhand propose`: one proposal from the embedded engine for a screenshot and a task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from app.cli.history_file import last_feedback, load_observation, read_history
+from app.cli.model_args import add_model_arguments, engine_config
+from app.core.actions import target_of
+from app.core.cancel import CancelToken
+from app.core.errors import Cancelled, DeskhandError, ProposalError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("propose", help="ask the model for the next action on a screenshot",
+                       description="Load the model, show it the screenshot and the task, print its proposal.")
+    add_model_arguments(p)
+    p.add_argument("--screenshot", required=True, metavar="S.png")
+    p.add_argument("--task", required=True)
+    p.add_argument("--history", metavar="RUN.jsonl", help="earlier steps: one JSON object per line "
+                   '({"screenshot": "file.png", "answer": "<raw model JSON>", "feedback": "..."})')
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--stream", action="store_true", help="print the model's text as it is generated (stderr)")
+    p.set_defaults(func=run)
+
+
+def _pixels(point_x: float, point_y: float, w: int, h: int, scale: int) -> list[int]:
+    return [int(point_x / scale * w), int(point_y / scale * h)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.engine.local import LocalEngine
+
+    token = CancelToken()
+    engine = LocalEngine(engine_config(args))
+    try:
+        history = read_history(args.history) if args.history else []
+        obs = load_observation(args.screenshot, last_feedback(args.history))
+        assert obs.image is not None
+        info = engine.load(None, token)
+        stream = (lambda t: print(t, end="", file=sys.stderr, flush=True)) if args.stream else None
+        prop = engine.propose(args.task, obs, history, token, stream)
+        if args.stream:
+            print(file=sys.stderr)
+    except KeyboardInterrupt:
+        token.cancel()
+        return 130
+    except Cancelled:
+        return 130
+    except ProposalError as exc:
+        print(f"deskhand: {exc}\nRaw answer: {exc.raw}", file=sys.stderr)
+        return 3
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        engine.close()
+    scale = engine.profile.coordinate_scale
+    w, h = obs.image.width, obs.image.height
+    pixels = {k: (int(v / scale * (w if "x" in k else h)) if isinstance(v, (int, float)) else v)
+              for k, v in prop.tool_call.items() if k in ("x", "y", "to_x", "to_y")}
+    target = target_of(prop.action)
+    out = {
+        "note": prop.note, "thought": prop.thought, "tool_call": prop.tool_call,
+        "pixels": pixels, "screenshot_size": [w, h], "description": prop.action.describe(),
+        "grid": prop.grid, "device": info.device, "warnings": list(info.warnings),
+        "timings": asdict(prop.timings), "counters": asdict(prop.counters), "raw": prop.raw,
+    }
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    print(f"Model:    {info.name} on {info.device}")
+    for w_ in info.warnings:
+        print(f"Warning:  {w_}")
+    print(f"Note:     {prop.note}")
+    print(f"Thought:  {prop.thought}")
+    print(f"Action:   {json.dumps(prop.tool_call, ensure_ascii=False)}")
+    if target is not None:
+        print(f"Target:   ({target.x:g}, {target.y:g}) in model space = {_pixels(target.x, target.y, w, h, scale)} "
+              f"in the {w}×{h} screenshot")
+    print(f"In words: {prop.action.describe()}")
+    t, c = prop.timings, prop.counters
+    print(f"Timings:  total {t.total_s:.2f} s (encode {t.encode_s:.2f}, prefill {t.prefill_s:.2f}, "
+          f"generate {t.generate_s:.2f}, first token {t.first_token_s:.2f})")
+    print(f"Counters: {c.tokens_evaluated} tokens evaluated ({c.image_tokens_evaluated} image), "
+          f"{c.images_encoded} screenshot(s) encoded ({c.tiles_encoded} tiles, grid {prop.grid}), "
+          f"{c.checkpoint_restores} checkpoint restore(s), {c.tokens_generated} tokens generated")
+    return 0

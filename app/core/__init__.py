@@ -1,0 +1,1 @@
+"""Qt-free core: actions, capture, execution, the agent loop and the record of each run."""

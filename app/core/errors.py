@@ -1,0 +1,47 @@
+"""Errors users see: what happened, and what to do about it."""
+
+from __future__ import annotations
+
+
+class DeskhandError(Exception):
+    """An error with two parts: what happened and what the user can do about it."""
+
+    def __init__(self, what: str, todo: str = "") -> None:
+        super().__init__(what if not todo else f"{what} {todo}")
+        self.what = what
+        self.todo = todo
+
+    def __str__(self) -> str:
+        return self.what if not self.todo else f"{self.what}\n→ {self.todo}"
+
+
+class Cancelled(Exception):
+    """The user stopped the work. Not a failure: nothing to report."""
+
+
+class ModelFileError(DeskhandError):
+    """A model file is missing, unreadable, truncated or of the wrong kind."""
+
+
+class ModelLoadError(DeskhandError):
+    """llama.cpp could not load or run the model (memory, context size, GPU)."""
+
+
+class ProposalError(DeskhandError):
+    """The model's answer did not validate into an action; `raw` keeps what it said."""
+
+    def __init__(self, what: str, todo: str = "", raw: str = "") -> None:
+        super().__init__(what, todo)
+        self.raw = raw
+
+
+class CaptureError(DeskhandError):
+    """The screen could not be captured."""
+
+
+class ActionError(DeskhandError):
+    """An action is invalid or cannot be performed where it points."""
+
+
+class SettingsError(DeskhandError):
+    """The settings file could not be read or written."""

@@ -1,0 +1,1 @@
+"""Model runtimes behind one protocol (Qt-free)."""

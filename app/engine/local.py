@@ -1,0 +1,198 @@
+"""The embedded engine: Holotron-12B through llama-cpp-python's low-level llama + mtmd API.
+
+Not llama-cpp-python's MTMDChatHandler: it clears the context on every call and writes no image tags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.cancel import CancelToken
+from app.core.errors import DeskhandError, ModelLoadError
+from app.engine.answer import parse_answer
+from app.engine.base import EngineInfo, Observation, PastStep, ProgressFn, Proposal, TextFn, Timings
+from app.engine.grammar import grammar_for_schema
+from app.engine.model_files import ModelFiles, check_model_files
+from app.engine.profile import DEFAULT_PROFILE, Profile, load_profile
+from app.engine.prompt import Segment, build_prompt, image_tokens
+from app.engine.template_check import layout_drift
+
+log = logging.getLogger("deskhand.engine")
+
+
+@dataclass(frozen=True)
+class LocalEngineConfig:
+    text_model: str
+    mmproj: str
+    profile: str = DEFAULT_PROFILE
+    n_gpu_layers: int = -1  # -1: every layer on the GPU
+    n_ctx: int = 32768
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int = 0
+    flash_attn: bool = True
+    max_tiles: int | None = None  # the tile budget per screenshot (profile default: 12)
+    max_tokens: int | None = None
+
+
+def gpu_name() -> str | None:
+    """The NVIDIA GPU's name as the driver reports it, if there is one."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = out.stdout.strip().splitlines()
+    return name[0].strip() if out.returncode == 0 and name else None
+
+
+class LocalEngine:
+    def __init__(self, config: LocalEngineConfig) -> None:
+        self.config = config
+        profile = load_profile(config.profile)
+        if config.max_tiles:
+            profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=config.max_tiles))
+        self.profile: Profile = profile
+        self.files: ModelFiles | None = None
+        self.info: EngineInfo | None = None
+        self._rt: object | None = None
+        self._session: object | None = None
+        self._grammar = grammar_for_schema(profile.output_schema())
+        self._compact = 0
+
+    @property
+    def max_tokens(self) -> int:
+        return self.config.max_tokens or self.profile.generation.max_tokens
+
+    def check_files(self) -> ModelFiles:
+        s = self.profile.image
+        self.files = check_model_files(self.config.text_model, self.config.mmproj, s.norm_mean, s.norm_std)
+        return self.files
+
+    def load(self, progress: ProgressFn | None, token: CancelToken) -> EngineInfo:
+        from app.engine.image_cache import ImageCache
+        from app.engine.llama_runtime import LlamaRuntime, RuntimeOptions, gpu_offload_supported
+        from app.engine.session import Session
+
+        files = self.check_files()
+        warnings = list(files.warnings)
+        drift = layout_drift(self.profile, files.chat_template)
+        if drift:
+            warnings.append(f"Chat layout check: {drift}.")
+        offload = gpu_offload_supported()
+        layers = self.config.n_gpu_layers if offload else 0
+        c = self.config
+        rt = LlamaRuntime(str(files.text.path), str(files.mmproj.path),
+                          RuntimeOptions(n_gpu_layers=layers, n_ctx=c.n_ctx, n_batch=c.n_batch, n_ubatch=c.n_ubatch,
+                                         n_threads=c.n_threads, flash_attn=c.flash_attn), progress, token)
+        self._rt = rt
+        for tag in (self.profile.image.begin_tag, self.profile.image.end_tag, self.profile.chat.end_of_turn):
+            if rt.single_token(tag) is None:
+                warnings.append(f"The tokenizer splits “{tag}” into several tokens; this model may not be the "
+                                "one the profile was written for.")
+        self._session = Session(rt, ImageCache(rt, self.profile.image),
+                                keep_observation_checkpoints=self.profile.image_budget + 1)
+        if not offload:
+            device = "CPU (this llama-cpp-python was built without GPU support)"
+        elif layers == 0:
+            device = "CPU (GPU layers set to 0)"
+        else:
+            device = f"GPU: {gpu_name() or 'GPU'}"
+        for w in warnings:
+            log.warning("%s", w)
+        name = str(files.text.get("general.name") or Path(files.text.path).stem)
+        self.info = EngineInfo(name=name, device=device, gpu_offload=offload and layers != 0, n_ctx=rt.n_ctx,
+                               memory_bytes=rt.memory_bytes() + files.mmproj.file_size, warnings=tuple(warnings))
+        if progress is not None:
+            progress(1.0, "Model ready")
+        return self.info
+
+    # ------------------------------------------------------------------ proposing
+    def _prompt(self, task: str, observation: Observation, history: Sequence[PastStep]) -> list[Segment]:
+        return build_prompt(self.profile, task, observation, history, compact_before=self._compact)
+
+    def _fit(self, task: str, observation: Observation, history: Sequence[PastStep]) -> None:
+        """Summarise the fewest old steps that free half of the spare context, so the run goes on
+        incrementally for a while before it would have to rebuild again."""
+        from app.engine.session import Session
+
+        session = self._session
+        assert isinstance(session, Session)
+        n_ctx, reserve = session.rt.n_ctx, self.max_tokens
+
+        def length(k: int) -> int:
+            return session.measure(build_prompt(self.profile, task, observation, history, compact_before=k))
+
+        base = length(len(history))
+        if base + reserve > n_ctx:
+            _, img = image_tokens(self.profile, observation.image) if observation.image is not None else ("", 0)
+            raise ModelLoadError(
+                f"The context ({n_ctx:,} tokens) is too small for one observation: the prompt ({base - img:,} "
+                f"tokens), one screenshot ({img:,} image tokens) and room for the answer ({reserve:,}) do not fit.",
+                "Raise the context size, or lower the tile budget, in Settings → Model.")
+        target = base + (n_ctx - reserve - base) // 2
+        k = next((k for k in range(max(self._compact, 1), len(history)) if length(k) <= target), len(history))
+        log.warning("The context (%d tokens) would overflow at step %d: rebuilt it once from a compacted history "
+                    "(the oldest %d steps summarised).", n_ctx, len(history) + 1, k)
+        self._compact = k
+        session.reset()
+
+    def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
+                on_text: TextFn | None = None) -> Proposal:
+        from app.engine.sampling import GrammarSampler
+        from app.engine.session import ContextFull, Session
+
+        session = self._session
+        if not isinstance(session, Session):
+            raise DeskhandError("The model is not loaded.", "Load the model first.")
+        if not history:
+            self._compact = 0
+            session.answers.clear()
+        t0 = time.perf_counter()
+        try:
+            stats = session.prepare(self._prompt(task, observation, history), self.max_tokens, token)
+        except ContextFull:
+            self._fit(task, observation, history)
+            stats = session.prepare(self._prompt(task, observation, history), self.max_tokens, token)
+            stats.add(rebuilds=1)
+        t1 = time.perf_counter()
+        g = self.profile.generation
+        sampler = GrammarSampler(session.rt, self._grammar, g.temperature, g.top_k, g.seed)
+        first: list[float] = []
+
+        def stream(text: str) -> None:
+            if not first:
+                first.append(time.perf_counter() - t0)
+            if on_text is not None:
+                on_text(text)
+
+        try:
+            raw, finished, n_gen = session.generate(sampler, self.max_tokens, len(history) + 1, token, stream)
+        finally:
+            sampler.close()
+        t2 = time.perf_counter()
+        stats.add(tokens_generated=n_gen)
+        timings = Timings(encode_s=stats.encode_s, prefill_s=stats.prefill_s, restore_s=stats.restore_s,
+                          generate_s=t2 - t1, total_s=t2 - t0, first_token_s=first[0] if first else 0.0)
+        grid = session.images.grids.get(observation.digest)
+        parsed = parse_answer(raw, self.profile.coordinate_scale, finished=finished)
+        return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, raw, stats.counters, timings,
+                        grid.describe() if grid else "")
+
+    def close(self) -> None:
+        from app.engine.llama_runtime import LlamaRuntime
+
+        if isinstance(self._rt, LlamaRuntime):
+            self._rt.close()
+        self._rt = None
+        self._session = None

@@ -1,0 +1,97 @@
+"""Checks a text model + mmproj pair before loading: the right kinds, matching sizes, expected normalisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.errors import ModelFileError
+from app.engine.gguf_check import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, PROJECTOR, TEXT_ARCH, GGUFInfo, read_gguf
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    text: GGUFInfo
+    mmproj: GGUFInfo
+    warnings: tuple[str, ...]
+
+    @property
+    def n_embd(self) -> int:
+        return int(self.text.get(f"{TEXT_ARCH}.embedding_length", 0))
+
+    @property
+    def chat_template(self) -> str:
+        return str(self.text.get("tokenizer.chat_template", "") or "")
+
+    def summary(self) -> str:
+        name = self.text.get("general.name") or self.text.path.stem
+        return f"{name} ({self.text.architecture}, {self.text.file_size / 2**30:.1f} GiB) + {self.mmproj.path.name}"
+
+
+def _is_mmproj(info: GGUFInfo) -> bool:
+    return info.architecture == "clip"
+
+
+def check_text_model(path: str | Path) -> GGUFInfo:
+    info = read_gguf(path, "text model")
+    if _is_mmproj(info):
+        raise ModelFileError(f"{info.path.name} is a vision projector (mmproj), not the text model.",
+                             "Choose the larger .gguf as the text model and this one as the mmproj.")
+    if info.architecture != TEXT_ARCH:
+        raise ModelFileError(
+            f"{info.path.name} is a “{info.architecture or 'unknown'}” model; Deskhand needs a {TEXT_ARCH} "
+            "text model (Holotron-12B / Nemotron-Nano-12B-v2-VL).",
+            "Download the Holotron-12B GGUF from the model catalog in Deskhand's setup.")
+    return info
+
+
+def check_mmproj(path: str | Path) -> GGUFInfo:
+    info = read_gguf(path, "mmproj")
+    if not _is_mmproj(info):
+        raise ModelFileError(
+            f"{info.path.name} is a “{info.architecture or 'unknown'}” text model, not a vision projector (mmproj).",
+            "A text-only model cannot see the screen: add the model's mmproj-*.gguf file.")
+    if not info.get("clip.has_vision_encoder", False):
+        raise ModelFileError(f"{info.path.name} has no vision encoder (it is an audio-only projector).",
+                             "Use the mmproj that belongs to Holotron-12B.")
+    proj = info.get("clip.projector_type") or info.get("clip.vision.projector_type")
+    if proj != PROJECTOR:
+        raise ModelFileError(f"{info.path.name} is a “{proj}” projector; Holotron needs “{PROJECTOR}”.",
+                             "Use the mmproj that belongs to Holotron-12B.")
+    return info
+
+
+def _close(a: object, b: tuple[float, ...]) -> bool:
+    return isinstance(a, list) and len(a) == len(b) and all(abs(float(x) - y) < 1e-4 for x, y in zip(a, b, strict=True))
+
+
+def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | None,
+                      mean: tuple[float, ...] = CLIP_MEAN, std: tuple[float, ...] = CLIP_STD) -> ModelFiles:
+    """Both files checked; errors raise ModelFileError, doubtful values come back as warnings."""
+    if not text_path:
+        raise ModelFileError("No text model is set.", "Choose the Holotron-12B .gguf in Settings → Model.")
+    text = check_text_model(text_path)
+    if not mmproj_path:
+        raise ModelFileError(
+            f"{text.path.name} has no vision projector: no mmproj file is set.",
+            "Choose the model's mmproj-*.gguf too; without it the model cannot see the screen.")
+    mmproj = check_mmproj(mmproj_path)
+    n_embd = int(text.get(f"{TEXT_ARCH}.embedding_length", 0))
+    proj_dim = int(mmproj.get("clip.vision.projection_dim", 0))
+    if proj_dim and n_embd and proj_dim != n_embd:
+        raise ModelFileError(
+            f"The mmproj {mmproj.path.name} produces {proj_dim}-wide embeddings but the text model "
+            f"{text.path.name} expects {n_embd}: they belong to different models.",
+            "Use the mmproj published with this text model.")
+    warnings: list[str] = []
+    got_mean, got_std = mmproj.get("clip.vision.image_mean"), mmproj.get("clip.vision.image_std")
+    if not (_close(got_mean, mean) and _close(got_std, std)):
+        which = "ImageNet values" if _close(got_mean, IMAGENET_MEAN) else f"mean {got_mean} / std {got_std}"
+        warnings.append(
+            f"The mmproj {mmproj.path.name} normalises images with {which}, but this vision encoder was "
+            f"trained with CLIP mean {list(mean)} / std {list(std)}; the model will see colours shifted. "
+            "Fix the file's clip.vision.image_mean/std with gguf-py, or use a corrected mmproj.")
+    size = mmproj.get("clip.vision.image_size")
+    if size not in (None, 512):
+        warnings.append(f"The mmproj {mmproj.path.name} declares {size} px input; this family uses 512 px tiles.")
+    return ModelFiles(text, mmproj, tuple(warnings))

@@ -1,0 +1,166 @@
+"""Builds one step's prompt from the profile as a list of segments; pure, so it can be dumped and tested.
+
+Segments: text, a screenshot's tiles, the model's own earlier answer (whose generated tokens the session
+reuses), and boundaries where the session may keep a checkpoint of the recurrent state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PIL import Image
+
+from app.engine.base import Observation, PastStep
+from app.engine.profile import Profile
+from app.engine.tiling import choose_grid
+
+MEDIA_MARKER = "<__media__>"
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    digest: str
+    image: Image.Image | None
+    step: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    step: int
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A place worth a recurrent-state checkpoint: after the system prompt, at the start of an observation,
+    or before the generation prefix."""
+
+    step: int
+    kind: str  # "system" | "observation" | "generation"
+
+
+Segment = Text | Screenshot | Answer | Boundary
+
+
+def _fill(template: str, **values: str) -> str:
+    # str.replace, not str.format: tasks and feedback may contain braces.
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", value)
+    return template
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []
+
+    def text(self, s: str) -> None:
+        if not s:
+            return
+        if self.segments and isinstance(self.segments[-1], Text):
+            self.segments[-1] = Text(self.segments[-1].text + s)
+        else:
+            self.segments.append(Text(s))
+
+    def add(self, seg: Segment) -> None:
+        self.segments.append(seg)
+
+
+def _observation(b: _Builder, profile: Profile, step: int, obs: Observation, keep_image: bool) -> None:
+    feedback = _fill(profile.feedback_template, feedback=obs.feedback) if obs.feedback else ""
+    head, _, tail = _fill(profile.observation_template, step=str(step), feedback=feedback).partition("{image}")
+    b.add(Boundary(step, "observation"))
+    b.text(head)
+    if keep_image:
+        b.text(profile.image.begin_tag)
+        b.add(Screenshot(obs.digest, obs.image, step))
+        b.text(profile.image.end_tag)
+    else:
+        b.text(profile.placeholder)
+    b.text(tail)
+
+
+def _summary_of(dropped: Sequence[PastStep]) -> str:
+    """What compaction keeps of the steps it drops: the model's notes and thoughts, briefly."""
+    lines = []
+    for i, past in enumerate(dropped, 1):
+        try:
+            data = json.loads(past.answer)
+            bits = [str(data.get("thought") or ""), str(data.get("note") or "")]
+        except (ValueError, AttributeError):
+            bits = [past.answer[:120]]
+        line = " — ".join(b for b in bits if b)
+        lines.append(f"step {i}: {line[:200]}")
+    return "Earlier steps, summarised to fit the context:\n" + "\n".join(lines) + "\n"
+
+
+def build_prompt(profile: Profile, task: str, observation: Observation, history: Sequence[PastStep],
+                 *, compact_before: int = 0) -> list[Segment]:
+    """The whole conversation up to the generation point of the current step.
+
+    `compact_before` drops that many of the oldest steps, keeping a short summary of them (used once when
+    the context would overflow).
+    """
+    chat = profile.chat
+    steps = [*history, PastStep(observation, "")]
+    n = len(steps)
+    first = min(max(compact_before, 0), n - 1)
+    b = _Builder()
+    b.text(chat.system_prefix + profile.rendered_system_prompt().strip() + chat.system_suffix)
+    b.add(Boundary(0, "system"))  # shared by every run: a new task starts from here
+    b.text(chat.user_prefix)
+    task_part, _, obs_part = profile.first_user_template.partition("{observation}")
+    b.text(_fill(task_part, task=task.strip()))
+    if first:
+        b.text(_summary_of(steps[:first]))
+    for i in range(first, n):
+        step, past = i + 1, steps[i]
+        if i > first:
+            b.text(chat.user_prefix)
+        _observation(b, profile, step, past.observation, keep_image=step > n - profile.image_budget)
+        if i == first:
+            b.text(obs_part)
+        b.text(chat.user_suffix + chat.assistant_prefix)
+        b.add(Boundary(step, "generation"))
+        if i < n - 1:
+            if chat.keep_generation_prefix_in_history:
+                b.text(generation_prefix(profile))
+            b.add(Answer(past.answer, step))
+            b.text(chat.assistant_suffix)
+    b.text(generation_prefix(profile))
+    return b.segments
+
+
+def generation_prefix(profile: Profile) -> str:
+    return profile.chat.thinking_generation_prefix if profile.thinking else profile.chat.generation_prefix
+
+
+def image_tokens(profile: Profile, image: Image.Image) -> tuple[str, int]:
+    """The tile grid for a screenshot and how many image tokens it costs."""
+    spec = profile.image
+    grid = choose_grid(image.width, image.height, tile_size=spec.tile_size, min_tiles=spec.min_tiles,
+                       max_tiles=spec.max_tiles, thumbnail=spec.thumbnail)
+    return grid.describe(), grid.n_images * spec.tokens_per_tile
+
+
+def dump(profile: Profile, segments: Sequence[Segment]) -> str:
+    """The exact prompt text, one media marker per tile, as `deskhand prompt --dump` prints it."""
+    out = []
+    for seg in segments:
+        if isinstance(seg, (Text, Answer)):
+            out.append(seg.text)
+        elif isinstance(seg, Screenshot):
+            if seg.image is None:
+                out.append(f"{MEDIA_MARKER}(step {seg.step})")
+            else:
+                spec = profile.image
+                grid = choose_grid(seg.image.width, seg.image.height, tile_size=spec.tile_size,
+                                   min_tiles=spec.min_tiles, max_tiles=spec.max_tiles, thumbnail=spec.thumbnail)
+                out.append(MEDIA_MARKER * grid.n_images)
+    return "".join(out)

@@ -1,0 +1,80 @@
+"""Grammar-constrained sampling with llama.cpp's grammar sampler, the way llama.cpp's own CLI does it:
+sample freely first and consult the grammar for that one token; only when it is refused, mask the whole
+vocabulary. Checking 131k candidates against the grammar on every token would cost more than the decode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.core.errors import ModelLoadError
+from app.engine.llama_runtime import LlamaRuntime
+
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+
+
+class GrammarSampler:
+    def __init__(self, rt: LlamaRuntime, grammar: str, temperature: float = 0.0, top_k: int = 1,
+                 seed: int = 0) -> None:
+        self.rt = rt
+        self.temperature = temperature
+        self.top_k = top_k
+        self._rng = np.random.default_rng(seed)
+        self.grammar: Any = llama_cpp.llama_sampler_init_grammar(rt.vocab, grammar.encode("utf-8"), b"root")
+        if not self.grammar:
+            raise ModelLoadError("The action grammar built from the model profile does not parse.",
+                                 "Check the profile's output schema; the log file has llama.cpp's message.")
+        self.chain: Any = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        if temperature <= 0.0 or top_k == 1:
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_top_k(top_k))
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_temp(temperature))
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_dist(seed))
+        self.slow_paths = 0
+        self._special = rt.special_mask()
+
+    def _allowed(self, token: int) -> bool:
+        one = llama_cpp.llama_token_data(token, 0.0, 0.0)
+        arr = llama_cpp.llama_token_data_array(ctypes.pointer(one), 1, -1, False)
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        return not math.isinf(one.logit)
+
+    def _constrained(self) -> int:
+        self.slow_paths += 1
+        data = np.empty(self.rt.n_vocab, dtype=_TOKEN_DATA)
+        data["id"] = np.arange(self.rt.n_vocab, dtype=np.int32)
+        data["logit"] = self.rt.logits()
+        data["logit"][self._special] = -np.inf
+        data["p"] = 0.0
+        arr = llama_cpp.llama_token_data_array(
+            data.ctypes.data_as(llama_cpp.llama_token_data_p), self.rt.n_vocab, -1, False)
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        logits = data["logit"]
+        if self.temperature <= 0.0 or self.top_k == 1:
+            return int(np.argmax(logits))
+        k = min(self.top_k if self.top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
+        top = np.argpartition(-logits, k - 1)[:k]
+        z = logits[top] / self.temperature
+        p = np.exp(z - z.max())
+        return int(top[self._rng.choice(k, p=p / p.sum())])
+
+    def sample(self) -> int:
+        token = int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))
+        if self._special[token] or not self._allowed(token):
+            token = self._constrained()
+        llama_cpp.llama_sampler_accept(self.grammar, token)
+        return token
+
+    def close(self) -> None:
+        if self.chain:
+            llama_cpp.llama_sampler_free(self.chain)
+            self.chain = None
+        if self.grammar:
+            llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None

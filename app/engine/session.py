@@ -1,0 +1,249 @@
+"""The live llama context of one run: what it holds, prefix matching, checkpoints and counters.
+
+Each step evaluates only what comes after the longest prefix the context already holds. The attention
+cache can be trimmed to any position, but a Mamba state cannot be rewound, so when the prefix changes
+(an older screenshot becomes a placeholder, a re-proposal) the recurrent state is restored from a
+checkpoint taken at a step boundary and the attention cache is trimmed to match.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from app.core.cancel import CancelToken
+from app.core.errors import DeskhandError
+from app.engine.base import Counters
+from app.engine.image_cache import ImageCache
+from app.engine.llama_runtime import LlamaRuntime
+from app.engine.prompt import Answer, Boundary, Screenshot, Segment, Text
+from app.engine.sampling import GrammarSampler
+
+log = logging.getLogger("deskhand.engine")
+
+
+class ContextFull(DeskhandError):
+    """The prompt plus the answer would not fit in the context."""
+
+    def __init__(self, needed: int, n_ctx: int) -> None:
+        super().__init__(f"The step needs {needed:,} tokens but the context holds {n_ctx:,}.",
+                         "Raise the context size in Settings → Model.")
+        self.needed = needed
+
+
+@dataclass
+class _Run:
+    start: int
+    end: int
+    tokens: list[int] | None = None  # a text run
+    image: tuple[str, int] | None = None  # (digest, tile) of an image run
+
+
+@dataclass
+class _Plan:
+    keys: list[Hashable]
+    runs: list[_Run]
+    boundaries: dict[int, Boundary]
+    images: dict[str, Screenshot]
+
+
+@dataclass
+class _Checkpoint:
+    pos: int
+    boundary: Boundary
+    state: Any
+
+
+@dataclass
+class _Stats:
+    counters: Counters = field(default_factory=Counters)
+    encode_s: float = 0.0
+    prefill_s: float = 0.0
+    restore_s: float = 0.0
+
+    def add(self, **inc: int) -> None:
+        c = self.counters
+        self.counters = replace(c, **{k: getattr(c, k) + v for k, v in inc.items()})
+
+
+class Session:
+    def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int) -> None:
+        self.rt = rt
+        self.images = images
+        self.keep_observation_checkpoints = keep_observation_checkpoints
+        self.held: list[Hashable] = []  # one key per context position
+        self.checkpoints: list[_Checkpoint] = []
+        # The model's answers as generated, by (step, text): the same text can come from other tokens.
+        self.answers: dict[tuple[int, str], list[int]] = {}
+        # False after a decode was interrupted: the state may hold more than `held` says.
+        self.exact = True
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, segments: Sequence[Segment]) -> _Plan:
+        keys: list[Hashable] = []
+        runs: list[_Run] = []
+        bounds: dict[int, Boundary] = {}
+        images: dict[str, Screenshot] = {}
+        if self.rt.add_bos:
+            runs.append(_Run(0, 1, tokens=[self.rt.bos]))
+            keys.append(self.rt.bos)
+        for seg in segments:
+            if isinstance(seg, Boundary):
+                bounds[len(keys)] = seg
+            elif isinstance(seg, (Text, Answer)):
+                ids = self.answers.get((seg.step, seg.text)) if isinstance(seg, Answer) else None
+                ids = ids if ids is not None else self.rt.tokenize(seg.text)
+                if ids:
+                    runs.append(_Run(len(keys), len(keys) + len(ids), tokens=ids))
+                    keys.extend(ids)
+            else:
+                images[seg.digest] = seg
+                for tile in range(self.images.n_tiles(seg.digest, seg.image)):
+                    n = self.images.tokens_per_tile
+                    runs.append(_Run(len(keys), len(keys) + n, image=(seg.digest, tile)))
+                    keys.extend(("img", seg.digest, tile, i) for i in range(n))
+        return _Plan(keys, runs, bounds, images)
+
+    def measure(self, segments: Sequence[Segment]) -> int:
+        return len(self.plan(segments).keys)
+
+    # ------------------------------------------------------------------ bringing the context up to date
+    def prepare(self, segments: Sequence[Segment], reserve: int, token: CancelToken) -> _Stats:
+        """Make the context hold exactly `segments`, with logits for the last position."""
+        stats = _Stats()
+        plan = self.plan(segments)
+        n = len(plan.keys)
+        if n + reserve > self.rt.n_ctx:
+            raise ContextFull(n + reserve, self.rt.n_ctx)
+        common = 0
+        limit = min(len(self.held), n)
+        while common < limit and self.held[common] == plan.keys[common]:
+            common += 1
+        target = min(common, n - 1)  # the last position is always decoded again: its logits are needed
+        start = len(self.held)
+        if start > target or not self.exact:
+            start = self._rewind(min(target, start), stats)
+        self.held = self.held[:start]
+        stats.add(tokens_reused=start)
+        self.exact = False
+        self._evaluate(plan, start, stats, token)
+        self.exact = True
+        self._prune(plan)
+        self.images.keep_only(set(plan.images))
+        stats.add(context_used=n)
+        return stats
+
+    def _rewind(self, target: int, stats: _Stats) -> int:
+        t0 = time.perf_counter()
+        usable = [c for c in self.checkpoints if c.pos <= target]
+        if usable:
+            cp = max(usable, key=lambda c: c.pos)
+            self.rt.restore_recurrent(cp.state, cp.pos)
+            stats.add(checkpoint_restores=1)
+            start = cp.pos
+            log.debug("restored checkpoint at %d (%s step %d)", cp.pos, cp.boundary.kind, cp.boundary.step)
+        else:
+            self.rt.clear()
+            stats.add(rebuilds=1)
+            start = 0
+            if self.held:
+                log.info("no checkpoint before position %d: re-evaluating the whole prompt", target)
+        self.checkpoints = [c for c in self.checkpoints if c.pos <= start]
+        stats.restore_s += time.perf_counter() - t0
+        return start
+
+    def _evaluate(self, plan: _Plan, start: int, stats: _Stats, token: CancelToken) -> None:
+        n = len(plan.keys)
+        done = {c.pos for c in self.checkpoints}
+        cuts = {p for p in plan.boundaries if start < p < n and p not in done}
+        for run in plan.runs:
+            lo = max(run.start, start)
+            while lo < run.end:
+                hi = min(run.end, lo + self.rt.options.n_batch)
+                hi = min([c for c in cuts if lo < c < hi], default=hi)
+                self._decode(plan, run, lo, hi, n, stats, token)
+                self.held.extend(plan.keys[lo:hi])
+                if hi in cuts:
+                    self._checkpoint(hi, plan.boundaries[hi], stats)
+                    cuts.discard(hi)
+                lo = hi
+
+    def _decode(self, plan: _Plan, run: _Run, lo: int, hi: int, n: int, stats: _Stats,
+                token: CancelToken) -> None:
+        last = hi == n
+        if run.tokens is not None:
+            t0 = time.perf_counter()
+            self.rt.decode_tokens(run.tokens[lo - run.start:hi - run.start], lo, last, token)
+            stats.prefill_s += time.perf_counter() - t0
+            stats.add(tokens_evaluated=hi - lo, text_tokens_evaluated=hi - lo)
+            return
+        assert run.image is not None
+        digest, tile = run.image
+        t0 = time.perf_counter()
+        shot = plan.images[digest]
+        encoded_before = self.images.tiles_encoded
+        embd = self.images.tile(digest, shot.image, tile, token)
+        new = self.images.tiles_encoded - encoded_before
+        if new:
+            stats.add(tiles_encoded=new, images_encoded=1)
+        elif tile == 0 and lo == run.start:
+            stats.add(image_cache_hits=1)
+        t1 = time.perf_counter()
+        stats.encode_s += t1 - t0
+        self.rt.decode_embeddings(embd[lo - run.start:hi - run.start], lo, last, token)
+        stats.prefill_s += time.perf_counter() - t1
+        stats.add(tokens_evaluated=hi - lo, image_tokens_evaluated=hi - lo)
+
+    def _checkpoint(self, pos: int, boundary: Boundary, stats: _Stats) -> None:
+        t0 = time.perf_counter()
+        self.checkpoints.append(_Checkpoint(pos, boundary, self.rt.save_recurrent()))
+        stats.restore_s += time.perf_counter() - t0
+        stats.add(checkpoints_saved=1)
+
+    def _prune(self, plan: _Plan) -> None:
+        """Keep the system-prompt checkpoint, the newest generation checkpoint and the observation
+        checkpoints the image budget can need."""
+        kinds: dict[str, list[_Checkpoint]] = {"system": [], "observation": [], "generation": []}
+        for c in self.checkpoints:
+            kinds[c.boundary.kind].append(c)
+        observations = kinds["observation"][-self.keep_observation_checkpoints:]
+        keep = kinds["system"][:1] + observations + kinds["generation"][-1:]
+        self.checkpoints = sorted(keep, key=lambda c: c.pos)
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, sampler: GrammarSampler, max_tokens: int, step: int, token: CancelToken,
+                 on_text: Callable[[str], None] | None) -> tuple[str, bool, int]:
+        """Sample until end of turn; returns (text, finished, n_tokens). Checks the token between tokens."""
+        ids: list[int] = []
+        raw = b""
+        shown = 0
+        finished = False
+        for _ in range(max_tokens):
+            token.check()
+            t = sampler.sample()
+            if self.rt.is_eog(t):
+                finished = True
+                break
+            ids.append(t)
+            raw += self.rt.piece(t)
+            text = raw.decode("utf-8", errors="ignore")
+            if on_text is not None and len(text) > shown:
+                on_text(text[shown:])
+                shown = len(text)
+            self.exact = False
+            self.rt.decode_tokens([t], len(self.held), True, token)
+            self.held.append(t)
+            self.exact = True
+        text = raw.decode("utf-8", errors="replace")
+        if finished:
+            self.answers[(step, text)] = ids
+        return text, finished, len(ids)
+
+    def reset(self) -> None:
+        self.rt.clear()
+        self.held = []
+        self.checkpoints = []
+        self.exact = True

@@ -1,0 +1,48 @@
+"""Shared pieces for the engine tests: a compact profile, small screenshots, an engine on the tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+from app.cli.history_file import image_digest
+from app.engine.base import Observation
+from app.engine.local import LocalEngine, LocalEngineConfig
+from app.engine.profile import load_profile
+
+
+def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles: int = 12) -> Path:
+    """The real profile with short string limits, so a random model's answers stay a few dozen tokens."""
+    data = json.loads(load_profile().source.read_text(encoding="utf-8"))
+    out = data["output"]
+    out["note"]["maxLength"] = chars
+    out["thought"]["maxLength"] = chars
+    for tool in out["tools"]:
+        for spec in tool["properties"].values():
+            if "maxLength" in spec:
+                spec["maxLength"] = chars
+            if spec.get("items", {}).get("maxLength"):
+                spec["items"]["maxLength"] = 4
+    data["image_budget"] = budget
+    data["image"]["max_tiles"] = max_tiles
+    data["system_prompt"] = "Act on the screen. Reply with JSON: {output_schema}"
+    path = folder / "compact-profile.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def screenshot(i: int, size: tuple[int, int] = (512, 512), feedback: str = "") -> Observation:
+    img = Image.new("RGB", size, (30 + 20 * i % 200, 80, 160))
+    d = ImageDraw.Draw(img)
+    d.rectangle((40 + 10 * i, 40, 200 + 10 * i, 120), fill=(250, 250, 250))
+    d.text((60, 60), f"Step {i}", fill=(0, 0, 0))
+    return Observation(img, image_digest(img), feedback)
+
+
+def make_engine(pair, profile: Path, **kw) -> LocalEngine:
+    cfg = dict(text_model=str(pair.text), mmproj=str(pair.mmproj), profile=str(profile), n_ctx=8192, n_batch=512,
+               n_ubatch=512, max_tokens=400)
+    cfg.update(kw)
+    return LocalEngine(LocalEngineConfig(**cfg))

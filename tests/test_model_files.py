@@ -1,0 +1,100 @@
+"""Specific errors for bad model files, before anything reaches llama.cpp."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.cancel import CancelToken
+from app.core.errors import ModelFileError
+from app.engine.gguf_check import read_gguf
+from app.engine.model_files import check_model_files
+from tests.engine_helpers import compact_profile, make_engine
+
+
+def _err(text, mmproj) -> ModelFileError:
+    with pytest.raises(ModelFileError) as e:
+        check_model_files(text, mmproj)
+    return e.value
+
+
+def test_good_pair_passes_with_no_warnings(tiny_model_pair):
+    files = check_model_files(tiny_model_pair.text, tiny_model_pair.mmproj)
+    assert files.warnings == ()
+    assert files.n_embd == 64 and "SPECIAL_11" in files.chat_template
+
+
+def test_missing_file(tiny_model_pair, tmp_path):
+    e = _err(tmp_path / "nope.gguf", tiny_model_pair.mmproj)
+    assert "does not exist" in e.what and "nope.gguf" in e.what
+
+
+def test_not_a_gguf(tiny_model_pair, tmp_path, model_factory):
+    e = _err(model_factory.not_gguf(tmp_path), tiny_model_pair.mmproj)
+    assert "is not a GGUF file" in e.what
+
+
+@pytest.mark.parametrize("fraction", [0.002, 0.5, 0.999])
+def test_truncated_gguf(tiny_model_pair, tmp_path, model_factory, fraction):
+    cut = model_factory.truncated(tiny_model_pair.text, tmp_path, fraction=fraction)
+    e = _err(cut, tiny_model_pair.mmproj)
+    assert "is truncated" in e.what and "download" in e.todo
+
+
+def test_text_model_of_another_architecture(tiny_model_pair, tmp_path, model_factory):
+    e = _err(model_factory.llama(tmp_path), tiny_model_pair.mmproj)
+    assert "“llama” model" in e.what and "nemotron_h" in e.what
+
+
+def test_text_only_model_without_a_projector(tiny_model_pair):
+    e = _err(tiny_model_pair.text, None)
+    assert "no vision projector" in e.what and "mmproj" in e.todo
+
+
+def test_text_model_given_as_mmproj(tiny_model_pair):
+    e = _err(tiny_model_pair.text, tiny_model_pair.text)
+    assert "not a vision projector" in e.what and "cannot see the screen" in e.todo
+
+
+def test_files_swapped(tiny_model_pair):
+    e = _err(tiny_model_pair.mmproj, tiny_model_pair.text)
+    assert "is a vision projector (mmproj), not the text model" in e.what
+
+
+def test_mmproj_of_another_model(tiny_model_pair, tmp_path, model_factory):
+    e = _err(tiny_model_pair.text, model_factory.mmproj_mismatched(tmp_path))
+    assert "96-wide embeddings" in e.what and "expects 64" in e.what
+
+
+def test_imagenet_normalisation_is_a_warning(tiny_model_pair, tmp_path, model_factory):
+    files = check_model_files(tiny_model_pair.text, model_factory.mmproj_imagenet(tmp_path))
+    assert len(files.warnings) == 1 and "ImageNet values" in files.warnings[0] and "CLIP" in files.warnings[0]
+
+
+def test_engine_load_reports_file_errors_and_warnings(tiny_model_pair, tmp_path, model_factory):
+    prof = compact_profile(tmp_path)
+    with pytest.raises(ModelFileError, match="truncated"):
+        make_engine(tiny_model_pair, prof, text_model=str(model_factory.truncated(tiny_model_pair.text, tmp_path))
+                    ).load(None, CancelToken())
+    eng = make_engine(tiny_model_pair, prof, mmproj=str(model_factory.mmproj_imagenet(tmp_path)))
+    try:
+        info = eng.load(None, CancelToken())
+    finally:
+        eng.close()
+    assert any("ImageNet" in w for w in info.warnings)
+
+
+def test_chat_template_drift_is_reported(tiny_model_pair, tmp_path, model_factory):
+    text = model_factory.text(tmp_path, chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
+    eng = make_engine(tiny_model_pair, compact_profile(tmp_path), text_model=str(text))
+    try:
+        info = eng.load(None, CancelToken())
+    finally:
+        eng.close()
+    assert any("Chat layout check" in w for w in info.warnings)
+
+
+def test_header_reader_sees_metadata_and_tensors(tiny_model_pair):
+    info = read_gguf(tiny_model_pair.mmproj)
+    assert info.architecture == "clip" and info.complete
+    assert info.get("clip.projector_type") == "nemotron_v2_vl"
+    assert any(name.startswith("v.blk.0.") for name in info.tensors)

@@ -1,0 +1,99 @@
+"""The prompt builder: chat layout, image tags and markers, the image budget, boundaries, compaction."""
+
+from __future__ import annotations
+
+import json
+
+from PIL import Image
+
+from app.engine.base import Observation, PastStep
+from app.engine.profile import load_profile
+from app.engine.prompt import MEDIA_MARKER, Answer, Boundary, Screenshot, Text, build_prompt, dump
+
+
+def _obs(i: int, feedback: str = "") -> Observation:
+    return Observation(Image.new("RGB", (1920, 1080), (i, i, i)), f"digest-{i}", feedback)
+
+
+def _answer(i: int) -> str:
+    return json.dumps({"note": f"n{i}", "thought": f"t{i}", "tool_call": {"tool_name": "wait", "seconds": 1}})
+
+
+def _history(n: int) -> list[PastStep]:
+    return [PastStep(_obs(i, "Done." if i > 1 else ""), _answer(i)) for i in range(1, n + 1)]
+
+
+def test_first_step_layout_matches_the_chat_format():
+    p = load_profile()
+    segs = build_prompt(p, "Open {the} settings", _obs(1), [])
+    text = dump(p, segs)
+    assert text.startswith("<SPECIAL_10>System\nYou are a computer-use agent")
+    assert "<output_format>" in text and '"tool_name": {"const": "click"}' in text
+    assert "/no_think" not in text  # the template strips it; thinking is off through the generation prefix
+    assert "<SPECIAL_11>User\n<task>\nOpen {the} settings\n</task>\n<observation step=1>\n" in text
+    assert "<screenshot><img>" + MEDIA_MARKER * 9 + "</img></screenshot>\n</observation>\n" in text
+    assert text.endswith("</observation>\n<SPECIAL_11>Assistant\n<think></think>")
+
+
+def test_no_text_between_tiles_and_one_screenshot_segment_per_image():
+    p = load_profile()
+    segs = build_prompt(p, "t", _obs(1), [])
+    shots = [s for s in segs if isinstance(s, Screenshot)]
+    assert len(shots) == 1
+    i = segs.index(shots[0])
+    assert isinstance(segs[i - 1], Text) and segs[i - 1].text.endswith("<img>")
+    assert isinstance(segs[i + 1], Text) and segs[i + 1].text.startswith("</img>")
+
+
+def test_history_keeps_answers_as_generated_and_the_last_three_screenshots():
+    p = load_profile()
+    segs = build_prompt(p, "task", _obs(6, "Done."), _history(5))
+    shots = [s.step for s in segs if isinstance(s, Screenshot)]
+    assert shots == [4, 5, 6]
+    answers = [s.text for s in segs if isinstance(s, Answer)]
+    assert answers == [_answer(i) for i in range(1, 6)]
+    text = dump(p, segs)
+    for step in (1, 2, 3):
+        assert f"<observation step={step}>\n" in text
+    assert text.count("[screenshot omitted]") == 3
+    # the past answer follows the generation prefix it was generated after, then the end of turn
+    assert "<SPECIAL_11>Assistant\n<think></think>" + _answer(5) + "\n<SPECIAL_12>\n<SPECIAL_11>User\n" in text
+    assert "<feedback>Done.</feedback>\n<screenshot>" in text
+
+
+def test_prefix_of_step_n_is_a_prefix_of_step_n_plus_1_until_the_budget_bites():
+    p = load_profile()
+    a = dump(p, build_prompt(p, "task", _obs(3), _history(2)))
+    b = dump(p, build_prompt(p, "task", _obs(4), _history(3)))
+    # the answer of step 3 continues exactly where step 3's prompt ended
+    assert b.startswith(a.replace(MEDIA_MARKER * 9, MEDIA_MARKER * 9, 1)[: a.index("<observation step=1>")])
+    assert "[screenshot omitted]" in b and "[screenshot omitted]" not in a
+
+
+def test_boundaries_mark_system_observations_and_generation():
+    p = load_profile()
+    segs = build_prompt(p, "task", _obs(3), _history(2))
+    kinds = [(s.kind, s.step) for s in segs if isinstance(s, Boundary)]
+    assert kinds == [("system", 0), ("observation", 1), ("generation", 1), ("observation", 2), ("generation", 2),
+                     ("observation", 3), ("generation", 3)]
+
+
+def test_compaction_summarises_the_oldest_steps():
+    p = load_profile()
+    segs = build_prompt(p, "task", _obs(6), _history(5), compact_before=3)
+    text = dump(p, segs)
+    assert "Earlier steps, summarised to fit the context:" in text
+    assert "step 1: t1 — n1" in text
+    assert "<observation step=1>" not in text and "<observation step=4>" in text
+    assert [(s.step, s.text) for s in segs if isinstance(s, Answer)] == [(4, _answer(4)), (5, _answer(5))]
+
+
+def test_profile_is_data(tmp_path):
+    """A changed budget and placeholder in a profile file change the prompt without code changes."""
+    data = json.loads(load_profile().source.read_text())
+    data.update(image_budget=1, placeholder="(old screenshot)")
+    f = tmp_path / "custom.json"
+    f.write_text(json.dumps(data))
+    p = load_profile(f)
+    text = dump(p, build_prompt(p, "task", _obs(3), _history(2)))
+    assert text.count("(old screenshot)") == 2 and text.count(MEDIA_MARKER * 9) == 1
