@@ -191,3 +191,30 @@ def test_out_of_memory_for_the_context_says_what_to_lower(tiny_model_pair, profi
     eng.close()
     assert "not enough memory" in err.value.what or "out of memory" in err.value.what
     assert "smaller context" in err.value.todo and "GPU layers" in err.value.todo
+
+
+def test_prefetch_during_approval_keeps_the_budget_transition_out_of_the_next_step(engine):
+    history: list[PastStep] = []
+    props = []
+    for i in range(1, 6):
+        obs = screenshot(i, feedback="Done." if i > 1 else "")
+        props.append(engine.propose("Prefetch task", obs, history, CancelToken()))
+        history.append(PastStep(obs, props[-1].raw))
+        engine.prepare_next("Prefetch task", history, CancelToken())
+    for p in props[1:]:
+        # only the new observation: feedback, one screenshot, the generation prefix
+        assert p.counters.checkpoint_restores == 0
+        assert p.counters.image_tokens_evaluated == 256 and p.counters.image_cache_hits == 0
+        assert p.counters.tokens_evaluated < 256 + 80
+
+
+def test_prefetch_interrupted_by_a_decision_loses_nothing(engine):
+    history: list[PastStep] = []
+    for i in range(1, 4):
+        obs = screenshot(i, feedback="Done." if i > 1 else "")
+        history.append(PastStep(obs, engine.propose("Interrupt task", obs, history, CancelToken()).raw))
+    stop = CancelToken()
+    stop.cancel("the user approved")
+    engine.prepare_next("Interrupt task", history, stop)  # returns at once, quietly
+    p = engine.propose("Interrupt task", screenshot(4, feedback="Done."), history, CancelToken())
+    assert p.counters.checkpoint_restores == 1 and p.counters.images_encoded == 1

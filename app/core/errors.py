@@ -33,6 +33,8 @@ class ProposalError(DeskhandError):
     def __init__(self, what: str, todo: str = "", raw: str = "") -> None:
         super().__init__(what, todo)
         self.raw = raw
+        self.counters: object | None = None  # what producing the answer cost, when the engine knows
+        self.timings: object | None = None
 
 
 class CaptureError(DeskhandError):

@@ -5,6 +5,7 @@ Not llama-cpp-python's MTMDChatHandler: it clears the context on every call and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
@@ -13,18 +14,40 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.cancel import CancelToken
-from app.core.errors import DeskhandError, ModelLoadError
+from app.core.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
 from app.engine.answer import parse_answer
-from app.engine.base import EngineInfo, Observation, PastStep, ProgressFn, Proposal, TextFn, Timings
+from app.engine.base import (
+    Counters,
+    EngineInfo,
+    Observation,
+    PastStep,
+    ProgressFn,
+    Proposal,
+    TextFn,
+    Timings,
+)
 from app.engine.grammar import grammar_for_schema
 from app.engine.model_files import ModelFiles, check_model_files
 from app.engine.profile import DEFAULT_PROFILE, Profile, load_profile
 from app.engine.prompt import Segment, build_prompt, image_tokens
 from app.engine.template_check import layout_drift
 
+if TYPE_CHECKING:
+    from app.engine.sampling import GrammarSampler
+
 log = logging.getLogger("deskhand.engine")
+
+
+@dataclass(frozen=True)
+class RawAnswer:
+    raw: str
+    finished: bool  # ended at end-of-turn (not cut off by the token limit)
+    counters: Counters
+    timings: Timings
+    grid: str
 
 
 @dataclass(frozen=True)
@@ -147,8 +170,11 @@ class LocalEngine:
         self._compact = k
         session.reset()
 
-    def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
-                on_text: TextFn | None = None) -> Proposal:
+    def respond(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
+                on_text: TextFn | None = None, sampler: GrammarSampler | None = None) -> RawAnswer:
+        """The model's answer text for this step, with what it cost; `propose` validates it.
+
+        `sampler` replaces the grammar sampler (benchmarks force a fixed answer through the same path)."""
         from app.engine.sampling import GrammarSampler
         from app.engine.session import ContextFull, Session
 
@@ -167,7 +193,8 @@ class LocalEngine:
             stats.add(rebuilds=1)
         t1 = time.perf_counter()
         g = self.profile.generation
-        sampler = GrammarSampler(session.rt, self._grammar, g.temperature, g.top_k, g.seed)
+        own = sampler is None
+        smp = sampler or GrammarSampler(session.rt, self._grammar, g.temperature, g.top_k, g.seed)
         first: list[float] = []
 
         def stream(text: str) -> None:
@@ -177,17 +204,48 @@ class LocalEngine:
                 on_text(text)
 
         try:
-            raw, finished, n_gen = session.generate(sampler, self.max_tokens, len(history) + 1, token, stream)
+            raw, finished, n_gen = session.generate(smp, self.max_tokens, len(history) + 1, token, stream)
         finally:
-            sampler.close()
+            if own:
+                smp.close()
         t2 = time.perf_counter()
         stats.add(tokens_generated=n_gen)
         timings = Timings(encode_s=stats.encode_s, prefill_s=stats.prefill_s, restore_s=stats.restore_s,
                           generate_s=t2 - t1, total_s=t2 - t0, first_token_s=first[0] if first else 0.0)
         grid = session.images.grids.get(observation.digest)
-        parsed = parse_answer(raw, self.profile.coordinate_scale, finished=finished)
-        return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, raw, stats.counters, timings,
-                        grid.describe() if grid else "")
+        return RawAnswer(raw, finished, stats.counters, timings, grid.describe() if grid else "")
+
+    def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
+                on_text: TextFn | None = None) -> Proposal:
+        ans = self.respond(task, observation, history, token, on_text)
+        try:
+            parsed = parse_answer(ans.raw, self.profile.coordinate_scale, finished=ans.finished)
+        except ProposalError as exc:
+            exc.counters, exc.timings = ans.counters, ans.timings
+            raise
+        return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, ans.raw, ans.counters,
+                        ans.timings, ans.grid)
+
+    def prepare_next(self, task: str, history: Sequence[PastStep], token: CancelToken) -> float:
+        """Evaluate the next step's prompt up to where its screenshot goes, while the user looks at this step.
+
+        When the image budget turns an old screenshot into a placeholder, everything after it is evaluated
+        again; doing it here, during the approval, keeps that work out of the next step's latency.
+        Interrupted by `token` (a decision arrived, or Stop); returns the seconds it took."""
+        from app.engine.prompt import Boundary
+        from app.engine.session import ContextFull, Session
+
+        session = self._session
+        if not isinstance(session, Session) or not history:
+            return 0.0
+        t0 = time.perf_counter()
+        probe = Observation(None, "(next)", "")
+        segments = self._prompt(task, probe, history)
+        cut = max(i for i, s in enumerate(segments) if isinstance(s, Boundary) and s.kind == "observation")
+        # The next proposal handles both: it compacts, or resumes from the checkpoints taken.
+        with contextlib.suppress(ContextFull, Cancelled):
+            session.prepare(segments[:cut + 1], self.max_tokens, token, logits=False)
+        return time.perf_counter() - t0
 
     def close(self) -> None:
         from app.engine.llama_runtime import LlamaRuntime

@@ -111,8 +111,10 @@ class Session:
         return len(self.plan(segments).keys)
 
     # ------------------------------------------------------------------ bringing the context up to date
-    def prepare(self, segments: Sequence[Segment], reserve: int, token: CancelToken) -> _Stats:
-        """Make the context hold exactly `segments`, with logits for the last position."""
+    def prepare(self, segments: Sequence[Segment], reserve: int, token: CancelToken, *,
+                logits: bool = True) -> _Stats:
+        """Make the context hold exactly `segments`, with logits for the last position unless `logits` is
+        False (a prefetch of the next step's prefix, which ends at a boundary and is checkpointed there)."""
         stats = _Stats()
         plan = self.plan(segments)
         n = len(plan.keys)
@@ -122,14 +124,15 @@ class Session:
         limit = min(len(self.held), n)
         while common < limit and self.held[common] == plan.keys[common]:
             common += 1
-        target = min(common, n - 1)  # the last position is always decoded again: its logits are needed
+        # With logits, the last position is always decoded again: its logits are needed.
+        target = min(common, n - 1) if logits else common
         start = len(self.held)
         if start > target or not self.exact:
             start = self._rewind(min(target, start), stats)
         self.held = self.held[:start]
         stats.add(tokens_reused=start)
         self.exact = False
-        self._evaluate(plan, start, stats, token)
+        self._evaluate(plan, start, stats, token, logits)
         self.exact = True
         self._prune(plan)
         self.images.keep_only(set(plan.images))
@@ -155,16 +158,16 @@ class Session:
         stats.restore_s += time.perf_counter() - t0
         return start
 
-    def _evaluate(self, plan: _Plan, start: int, stats: _Stats, token: CancelToken) -> None:
+    def _evaluate(self, plan: _Plan, start: int, stats: _Stats, token: CancelToken, logits: bool) -> None:
         n = len(plan.keys)
         done = {c.pos for c in self.checkpoints}
-        cuts = {p for p in plan.boundaries if start < p < n and p not in done}
+        cuts = {p for p in plan.boundaries if start < p and (p < n or not logits) and p not in done}
         for run in plan.runs:
             lo = max(run.start, start)
             while lo < run.end:
                 hi = min(run.end, lo + self.rt.options.n_batch)
                 hi = min([c for c in cuts if lo < c < hi], default=hi)
-                self._decode(plan, run, lo, hi, n, stats, token)
+                self._decode(plan, run, lo, hi, n if logits else -1, stats, token)
                 self.held.extend(plan.keys[lo:hi])
                 if hi in cuts:
                     self._checkpoint(hi, plan.boundaries[hi], stats)
