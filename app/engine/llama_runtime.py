@@ -153,9 +153,8 @@ class LlamaRuntime:
             t = self._abort_token
             return t is not None and t.cancelled
 
-        cb = llama_cpp.ggml_abort_callback(abort)
-        self._keep.append(cb)
-        p.abort_callback = cb
+        self._abort_cb = llama_cpp.ggml_abort_callback(abort)
+        self._abort_on = False  # set only around long batches: ggml polls it per graph node
         self.ctx = llama_cpp.llama_init_from_model(self.model, p)
         if not self.ctx:
             detail = recent_log()
@@ -230,6 +229,11 @@ class LlamaRuntime:
 
     # ------------------------------------------------------------------ decoding
     def _run(self, batch: Any, what: str, token: CancelToken | None) -> None:
+        want = token is not None and batch.n_tokens > 1
+        if want != self._abort_on:
+            cb = self._abort_cb if want else llama_cpp.ggml_abort_callback()
+            llama_cpp.llama_set_abort_callback(self.ctx, cb, ctypes.c_void_p(0))
+            self._abort_on = want
         self._abort_token = token
         try:
             rc = llama_cpp.llama_decode(self.ctx, batch)
