@@ -6,6 +6,7 @@ No side effects on import: nothing here touches the display, the GPU or the disk
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deskhand operates your computer with a local vision-language model, one approved step at a time.",
     )
     parser.add_argument("--version", action="version", version=f"deskhand {__version__}")
-    parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (for tests and portable use)")
+    parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (tests, portable use)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register_all(sub)
     return parser
@@ -32,7 +33,16 @@ def _is_subcommand(argv: Sequence[str], parser: argparse.ArgumentParser) -> bool
     return bool(words) and words[0] in sub.choices
 
 
+def _load_llama_first() -> None:
+    """Load llama.cpp before anything imports numpy: the other order crashed model loading on a CUDA
+    machine (inside the tokenizer's initialisation). A missing or broken build is reported later, where
+    the model is used, and by `deskhand doctor`."""
+    with contextlib.suppress(Exception):
+        import llama_cpp  # noqa: F401
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _load_llama_first()
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if args_in and (_is_subcommand(args_in, parser) or args_in[0] in ("-h", "--help", "--version")):

@@ -165,6 +165,8 @@ def run_steps(engine: LocalEngine, shots: list[Observation], forced: list[int], 
 
 
 def per_step(runs: list[list[dict[str, Any]]], key: str = "latency_s") -> dict[str, dict[str, float]]:
+    if not runs:
+        return {}
     n = len(runs[0])
     return {str(s): spread([r[s - 1][key] for r in runs]) for s in STEPS if s <= n}
 
@@ -234,10 +236,12 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.repeats):
         runs.append(run_steps(engine, shots, forced, prefetch=True, reeval=False))
         print(f"run {r + 1} (prefetch): " + " ".join(f"{x['latency_s']:.2f}" for x in runs[-1]), flush=True)
-    plain = [run_steps(engine, shots, forced, prefetch=False, reeval=False)]
-    print("run (no prefetch): " + " ".join(f"{x['latency_s']:.2f}" for x in plain[0]), flush=True)
+    plain = [] if args.no_plain else [run_steps(engine, shots, forced, prefetch=False, reeval=False)]
+    for run in plain:
+        print("run (no prefetch): " + " ".join(f"{x['latency_s']:.2f}" for x in run), flush=True)
     reeval = [run_steps(engine, shots, forced, prefetch=False, reeval=True) for _ in range(args.reeval_repeats)]
-    print("run (re-evaluate): " + " ".join(f"{x['latency_s']:.2f}" for x in reeval[0]), flush=True)
+    for run in reeval:
+        print("run (re-evaluate): " + " ".join(f"{x['latency_s']:.2f}" for x in run), flush=True)
     engine.close()
     variants = {}
     for ub in args.variant_ubatch:
@@ -277,7 +281,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                    "reference_gen_tok_s": m["reference_gen_tok_s"], "gen_tok_s": spread(gen),
                    "step_latency_s": per_step(runs), "reeval_step_latency_s": per_step(reeval)},
         "stages_at_step": {k: {s: per_step(runs, s)[k]["median"] for s in stage_keys} for k in med},
-        "no_prefetch_stages_at_step": {k: {s: per_step(plain, s)[k]["median"] for s in stage_keys} for k in med},
+        "no_prefetch_stages_at_step": {k: {s: per_step(plain, s)[k]["median"] for s in stage_keys}
+                                       for k in per_step(plain)},
         "variants": variants,
         "runs": {"prefetch": runs, "no_prefetch": plain, "reeval": reeval},
     }
@@ -308,8 +313,11 @@ def summary(r: dict[str, Any]) -> str:
         "| step | engine (prefetch during approval) | engine, no prefetch | re-evaluate every step |",
         "|---|---|---|---|",
     ]
+    def cell(d: dict[str, float], k: str) -> str:
+        return f"{d[k]:.3f} s" if k in d else "not run"
+
     for k in s:
-        lines.append(f"| {k} | {s[k]:.3f} s | {r['no_prefetch_step_latency_s'][k]:.3f} s | {base[k]:.3f} s |")
+        lines.append(f"| {k} | {s[k]:.3f} s | {cell(r['no_prefetch_step_latency_s'], k)} | {cell(base, k)} |")
     lines += ["", "Where the time goes (medians, seconds):", "",
               "| step | encode | prefill | restore | generate | prefetch (during approval) | tokens evaluated |",
               "|---|---|---|---|---|---|---|"]
@@ -335,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reeval-repeats", type=int, default=1)
     p.add_argument("--load-repeats", type=int, default=2)
+    p.add_argument("--no-plain", action="store_true", help="skip the run without prefetch")
     p.add_argument("--variant-ubatch", type=int, action="append", default=[],
                    help="also measure with this n_ubatch, side by side (repeatable)")
     p.add_argument("--commit", default=os.environ.get("DESKHAND_COMMIT", "unknown"))

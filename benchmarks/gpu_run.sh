@@ -13,6 +13,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-/tmp/deskhand-bench}
+LOGS=${LOGS:-$WORK}  # progress and logs (point it at a folder that is collected if the run may be cut short)
 PY=${PYTHON:-python3}
 cmd=${1:-start}
 
@@ -26,24 +27,24 @@ run_all() {
   else
     ( bash .dev/build-cuda-wheel.sh .dev/lcp-src.tgz "$WORK/wheels" >"$WORK/build.log" 2>&1 ) & build=$!
   fi
-  echo "$(date +%T) generating the 12B-shaped model" >>"$WORK/progress"
+  echo "$(date +%T) generating the 12B-shaped model" >>"$LOGS/progress"
   PYTHONPATH="$WORK/cpu:$WORK/common:$ROOT" "$PY" -m tests.fixtures.gguf_models --preset "${PRESET:-12b}" \
     --out "$WORK/model" --quantize Q4_K_M >"$WORK/model.json" 2>"$WORK/model.log"
   text=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["quantized"])' "$WORK/model.json")
   mmproj=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mmproj"])' "$WORK/model.json")
   f16=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["text"])' "$WORK/model.json")
   rm -f "$f16"
-  echo "$(date +%T) model ready: $text + $mmproj; waiting for the CUDA build" >>"$WORK/progress"
-  wait "$build" || { echo "$(date +%T) CUDA build failed" >>"$WORK/progress"; tail -40 "$WORK/build.log" >>"$WORK/progress"; return 1; }
+  echo "$(date +%T) model ready: $text + $mmproj; waiting for the CUDA build" >>"$LOGS/progress"
+  wait "$build" || { echo "$(date +%T) CUDA build failed" >>"$LOGS/progress"; tail -40 "$WORK/build.log" >>"$LOGS/progress"; return 1; }
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/cuda" "$WORK"/wheels/llama_cpp_python-*.whl
-  echo "$(date +%T) benchmark starting" >>"$WORK/progress"
+  echo "$(date +%T) benchmark starting" >>"$LOGS/progress"
   PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -m benchmarks.engine_step \
-    --model "$text" --mmproj "$mmproj" --out "$WORK/results" ${BENCH_ARGS:-} >"$WORK/bench.log" 2>&1
+    --model "$text" --mmproj "$mmproj" --out "$WORK/results" ${BENCH_ARGS:-} >"$LOGS/bench.log" 2>&1
   # the command line on the same files: one proposal from a real screenshot-sized image, on the GPU
   PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -c 'from PIL import Image; Image.new("RGB", (1920, 1080), (90, 120, 160)).save("'"$WORK"'/screen.png")'
   PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -m app propose --model "$text" --mmproj "$mmproj" \
-    --screenshot "$WORK/screen.png" --task "Open the settings" --max-tokens 300 >"$WORK/results/propose-gpu.txt" 2>&1 || true
-  echo "$(date +%T) done" >>"$WORK/progress"
+    --screenshot "$WORK/screen.png" --task "Open the settings" --max-tokens 1500 >"$LOGS/propose-gpu.txt" 2>&1 || true
+  echo "$(date +%T) done" >>"$LOGS/progress"
 }
 
 case "$cmd" in
@@ -55,7 +56,7 @@ case "$cmd" in
   wait)
     limit=${2:-540}; t=0
     while [ ! -f "$WORK/exit" ] && [ "$t" -lt "$limit" ]; do sleep 10; t=$((t + 10)); done
-    cat "$WORK/progress" 2>/dev/null || true
-    tail -5 "$WORK/bench.log" 2>/dev/null || true
+    cat "$LOGS/progress" 2>/dev/null || true
+    tail -5 "$LOGS/bench.log" 2>/dev/null || true
     if [ -f "$WORK/exit" ]; then echo "finished with status $(cat "$WORK/exit")"; else echo "still running after ${limit}s"; fi ;;
 esac

@@ -128,8 +128,10 @@ def test_cancel_stops_generation_within_a_few_tokens_and_the_next_proposal_works
             eng.propose("Type a long text", obs, [], token, on_text)
         assert 10 <= len(pieces) <= 12
         prop = eng.propose("Type a long text", obs, [], CancelToken())
-        assert prop.counters.checkpoint_restores == 1  # back to the generation start, prompt not re-evaluated
-        assert prop.counters.images_encoded == 0 and prop.counters.image_cache_hits == 0
+        # back to the observation's checkpoint: the system prompt and task are not evaluated again, and the
+        # screenshot comes from the cache, not the vision encoder
+        assert prop.counters.checkpoint_restores == 1 and prop.counters.rebuilds == 0
+        assert prop.counters.images_encoded == 0 and prop.counters.image_cache_hits == 1
     finally:
         eng.close()
 

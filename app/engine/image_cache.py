@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see llama_runtime)
 import numpy as np
 from PIL import Image
 

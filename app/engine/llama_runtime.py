@@ -265,12 +265,18 @@ class LlamaRuntime:
             b.logits[len(tokens) - 1] = 1
         self._run(b, "the prompt", token)
 
-    def decode_embeddings(self, embd: np.ndarray, pos: int, logits_last: bool, token: CancelToken | None) -> None:
-        n = int(embd.shape[0])
+    def decode_embeddings(self, parts: list[np.ndarray], pos: int, logits_last: bool,
+                          token: CancelToken | None) -> None:
+        """Decode consecutive image embeddings (pieces of one or more tiles) as one batch."""
         b = self._ebatch
+        n = 0
+        offset = 0
+        for part in parts:
+            src = np.ascontiguousarray(part, dtype=np.float32)
+            ctypes.memmove(ctypes.addressof(b.embd.contents) + offset, src.ctypes.data, src.nbytes)
+            offset += src.nbytes
+            n += int(src.shape[0])
         b.n_tokens = n
-        src = np.ascontiguousarray(embd, dtype=np.float32)
-        ctypes.memmove(b.embd, src.ctypes.data, src.nbytes)
         for i in range(n):
             b.pos[i] = pos + i
             b.n_seq_id[i] = 1

@@ -124,7 +124,8 @@ class LocalEngine:
                 warnings.append(f"The tokenizer splits “{tag}” into several tokens; this model may not be the "
                                 "one the profile was written for.")
         self._session = Session(rt, ImageCache(rt, self.profile.image),
-                                keep_observation_checkpoints=self.profile.image_budget + 1)
+                                keep_observation_checkpoints=self.profile.image_budget + 1,
+                                checkpoint_generation=not self.profile.chat.keep_generation_prefix_in_history)
         if not offload:
             device = "CPU (this llama-cpp-python was built without GPU support)"
         elif layers == 0:

@@ -70,8 +70,13 @@ class _Stats:
 
 
 class Session:
-    def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int) -> None:
+    def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int,
+                 checkpoint_generation: bool = False) -> None:
         self.rt = rt
+        # Which boundaries get a checkpoint. Generation boundaries only matter when past answers are laid
+        # out differently from how they were generated; otherwise a re-proposal resumes from the
+        # observation checkpoint, which saves a state copy on every step.
+        self.kinds = {"system", "observation"} | ({"generation"} if checkpoint_generation else set())
         self.images = images
         self.keep_observation_checkpoints = keep_observation_checkpoints
         self.held: list[Hashable] = []  # one key per context position
@@ -159,44 +164,66 @@ class Session:
         return start
 
     def _evaluate(self, plan: _Plan, start: int, stats: _Stats, token: CancelToken, logits: bool) -> None:
+        """Decode positions [start, n) in as few batches as possible: consecutive tiles (and consecutive
+        screenshots) share one batch; batches end at n_batch, at a change between text and image, and at
+        the boundaries where a checkpoint is due."""
         n = len(plan.keys)
         done = {c.pos for c in self.checkpoints}
-        cuts = {p for p in plan.boundaries if start < p and (p < n or not logits) and p not in done}
-        for run in plan.runs:
-            lo = max(run.start, start)
-            while lo < run.end:
-                hi = min(run.end, lo + self.rt.options.n_batch)
-                hi = min([c for c in cuts if lo < c < hi], default=hi)
-                self._decode(plan, run, lo, hi, n if logits else -1, stats, token)
+        cuts = {p for p in plan.boundaries
+                if start < p and (p < n or not logits) and p not in done and plan.boundaries[p].kind in self.kinds}
+        pending: list[tuple[_Run, int, int]] = []  # pieces of runs of one kind, contiguous
+
+        def flush() -> None:
+            if pending:
+                lo, hi = pending[0][1], pending[-1][2]
+                self._decode(plan, pending, n if logits else -1, stats, token)
                 self.held.extend(plan.keys[lo:hi])
+                pending.clear()
                 if hi in cuts:
                     self._checkpoint(hi, plan.boundaries[hi], stats)
                     cuts.discard(hi)
-                lo = hi
 
-    def _decode(self, plan: _Plan, run: _Run, lo: int, hi: int, n: int, stats: _Stats,
+        for run in plan.runs:
+            lo = max(run.start, start)
+            while lo < run.end:
+                if pending and (pending[0][0].tokens is None) != (run.tokens is None):
+                    flush()
+                used = pending[-1][2] - pending[0][1] if pending else 0
+                hi = min(run.end, lo + self.rt.options.n_batch - used)
+                hi = min([c for c in cuts if lo < c < hi], default=hi)
+                pending.append((run, lo, hi))
+                if hi in cuts or hi - (pending[0][1]) >= self.rt.options.n_batch:
+                    flush()
+                lo = hi
+        flush()
+
+    def _decode(self, plan: _Plan, pieces: list[tuple[_Run, int, int]], n: int, stats: _Stats,
                 token: CancelToken) -> None:
+        lo, hi = pieces[0][1], pieces[-1][2]
         last = hi == n
-        if run.tokens is not None:
+        if pieces[0][0].tokens is not None:
+            ids = [t for run, a, b in pieces for t in (run.tokens or [])[a - run.start:b - run.start]]
             t0 = time.perf_counter()
-            self.rt.decode_tokens(run.tokens[lo - run.start:hi - run.start], lo, last, token)
+            self.rt.decode_tokens(ids, lo, last, token)
             stats.prefill_s += time.perf_counter() - t0
             stats.add(tokens_evaluated=hi - lo, text_tokens_evaluated=hi - lo)
             return
-        assert run.image is not None
-        digest, tile = run.image
         t0 = time.perf_counter()
-        shot = plan.images[digest]
-        encoded_before = self.images.tiles_encoded
-        embd = self.images.tile(digest, shot.image, tile, token)
-        new = self.images.tiles_encoded - encoded_before
-        if new:
-            stats.add(tiles_encoded=new, images_encoded=1)
-        elif tile == 0 and lo == run.start:
-            stats.add(image_cache_hits=1)
+        parts = []
+        for run, a, b in pieces:
+            assert run.image is not None
+            digest, tile = run.image
+            encoded_before = self.images.tiles_encoded
+            embd = self.images.tile(digest, plan.images[digest].image, tile, token)
+            new = self.images.tiles_encoded - encoded_before
+            if new:
+                stats.add(tiles_encoded=new, images_encoded=1)
+            elif tile == 0 and a == run.start:
+                stats.add(image_cache_hits=1)
+            parts.append(embd[a - run.start:b - run.start])
         t1 = time.perf_counter()
         stats.encode_s += t1 - t0
-        self.rt.decode_embeddings(embd[lo - run.start:hi - run.start], lo, last, token)
+        self.rt.decode_embeddings(parts, lo, last, token)
         stats.prefill_s += time.perf_counter() - t1
         stats.add(tokens_evaluated=hi - lo, image_tokens_evaluated=hi - lo)
 
