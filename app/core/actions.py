@@ -193,6 +193,14 @@ def target_of(action: Action) -> Point | None:
     return None
 
 
+def points_of(action: Action) -> list[Point]:
+    """Every point an action uses, in order (a drag's start and end)."""
+    if isinstance(action, Drag):
+        return [action.start, action.end]
+    point = target_of(action)
+    return [point] if point is not None else []
+
+
 def with_target(action: Action, point: Point) -> Action:
     """The same action aimed at another point (the user's edit). Drags move their start and keep the vector."""
     if isinstance(action, (Click, Move, Scroll)):

@@ -1,0 +1,70 @@
+"""`deskhand capture`: a screenshot exactly as the model would see it, with its geometry as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.core.capture import Capturer, Which
+from app.core.display import check_display, declare_dpi_awareness
+from app.core.errors import DeskhandError
+
+
+def add_monitor_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--monitor", metavar="N|all", default=None,
+                   help="monitor number (1, 2, …) or 'all'; default: the monitor under the pointer, else the primary")
+
+
+def parse_monitor(value: str | None) -> Which:
+    if value is None:
+        return None
+    if value.strip().lower() in ("all", "0"):
+        return "all"
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 1:
+        raise DeskhandError(f"“{value}” is not a monitor.", "Use --monitor 1, 2, … or --monitor all.")
+    return number
+
+
+def open_capturer() -> Capturer:
+    """The display guard first (it explains a missing or Wayland display), then a capturer."""
+    status = check_display()
+    if not status.usable:
+        raise status.error()
+    if status.warning:
+        print(f"deskhand: warning: {status.warning}", file=sys.stderr)
+    declare_dpi_awareness()
+    return Capturer()
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("capture", help="save a screenshot as the model sees it and print its geometry",
+                       description="Capture one monitor (or all) to a PNG file and print where it lies on the "
+                                   "desktop, its pixel size and scale factor as JSON.")
+    p.add_argument("--out", required=True, metavar="FILE.png")
+    add_monitor_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        which = parse_monitor(args.monitor)
+        with open_capturer() as capturer:
+            shot = capturer.grab(which)
+        out = Path(args.out)
+        try:
+            shot.image.save(out, format="PNG", compress_level=1)
+        except OSError as exc:
+            raise DeskhandError(f"The screenshot could not be written to {out}: {exc}",
+                                "Choose a folder that exists and that you can write to.") from exc
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"file": str(out), **shot.as_json(),
+                      "windows": [w.title for w in shot.windows]}, ensure_ascii=False, indent=2))
+    return 0

@@ -1,0 +1,109 @@
+"""`deskhand do`: perform one action on the real screen, after asking (unless --yes), with the stops armed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
+from app.core.actions import action_from_tool_call
+from app.core.cancel import CancelToken
+from app.core.capture import Screenshot, StaleTargetError
+from app.core.errors import Cancelled, DeskhandError
+from app.core.executor import DryRunExecutor, Executor, Outcome, pynput_executor
+from app.core.policy import PolicyConfig, decide
+from app.core.stops import Stops, UserInputDetected, hotkey_label
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("do", help="perform one action with the real mouse and keyboard",
+                       description="Capture the monitor, show what the action would do, ask, and perform it. "
+                                   "The panic hotkey and the screen-corner failsafe stop it.")
+    p.add_argument("action", metavar="ACTION_JSON",
+                   help='one tool call, e.g. \'{"tool_name": "click", "element": "OK", "x": 500, "y": 300}\'')
+    p.add_argument("--space", choices=("model", "pixels"), default="model",
+                   help="x/y are model space (0..1000 of the screenshot, default) or pixels of the screenshot")
+    add_monitor_argument(p)
+    p.add_argument("--yes", action="store_true", help="do not ask before acting")
+    p.add_argument("--dry-run", action="store_true", help="show what would be done without doing it")
+    p.set_defaults(func=run)
+
+
+def from_pixels(call: dict[str, Any], shot: Screenshot) -> dict[str, Any]:
+    """The same tool call with (x, y) and (to_x, to_y) turned from screenshot pixels into model space."""
+    out = dict(call)
+    for kx, ky in (("x", "y"), ("to_x", "to_y")):
+        x, y = call.get(kx), call.get(ky)
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and bool not in (type(x), type(y)):
+            point = shot.from_pixels(x, y)
+            out[kx], out[ky] = point.x, point.y
+    return out
+
+
+def _confirm(question: str) -> bool:
+    print(question, end=" ", flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _perform(action: Any, shot: Screenshot, token: CancelToken, dry_run: bool) -> Outcome:
+    if dry_run:
+        return DryRunExecutor().perform(action, shot, token)
+    with Stops(token, shot.layout) as stops:
+        executor: Executor = pynput_executor(stops)
+        try:
+            return executor.perform(action, shot, token)
+        finally:
+            executor.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    token = CancelToken()
+    try:
+        try:
+            call = json.loads(args.action)
+        except json.JSONDecodeError as exc:
+            raise DeskhandError(f"ACTION_JSON is not valid JSON: {exc}",
+                                'Quote it for the shell, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from exc
+        which = parse_monitor(args.monitor)
+        with open_capturer() as capturer:
+            shot = capturer.grab(which)
+            action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call)
+            description = action.describe(shot.locator())
+            verdict = decide(action, PolicyConfig(), (), shot.target_window(action))
+            if verdict.kind == "refuse":
+                print(f"deskhand: refused: {description}. {verdict.reason}", file=sys.stderr)
+                return 1
+            if verdict.risky:
+                print(f"deskhand: warning: {verdict.reason}", file=sys.stderr)
+            if not args.yes:
+                if not _confirm(f"{description}. Do it? [y/N]"):
+                    print("Nothing was done.", file=sys.stderr)
+                    return 1
+                capturer.ensure_unchanged(shot, action)  # the screen had time to change while we asked
+            if not args.dry_run:
+                print(f"Acting now; press {hotkey_label(PolicyConfig().panic_hotkey)} or push the mouse into a "
+                      "screen corner to stop.", file=sys.stderr)
+            outcome = _perform(action, shot, token, args.dry_run)
+    except KeyboardInterrupt:
+        token.cancel()
+        return 130
+    except Cancelled as exc:
+        print(f"deskhand: stopped: {exc}", file=sys.stderr)
+        return 130
+    except StaleTargetError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 3
+    except UserInputDetected as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 1
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(outcome.as_json(), ensure_ascii=False, indent=2))
+    return 0

@@ -1,0 +1,181 @@
+"""The Qt window the desktop tests act on; started by `tests.desktop.Target` in its own process.
+
+Reports what it receives as JSON lines on stdout and answers commands read from stdin.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from PySide6.QtCore import QMimeData, QSocketNotifier, Qt, QTimer
+from PySide6.QtGui import QColor, QDrag, QKeySequence, QPainter, QShortcut
+from PySide6.QtWidgets import QApplication, QFrame, QLabel, QLineEdit, QListWidget, QPushButton, QWidget
+
+from tests.desktop import SWATCH
+
+
+def emit(**msg: Any) -> None:
+    print(json.dumps(msg), flush=True)
+
+
+class ClickPad(QLabel):
+    """Reports every press with its button, and double clicks."""
+
+    def mousePressEvent(self, ev: Any) -> None:
+        emit(event="pressed", button={Qt.LeftButton: "left", Qt.RightButton: "right",
+                                      Qt.MiddleButton: "middle"}.get(ev.button(), "other"))
+
+    def mouseDoubleClickEvent(self, ev: Any) -> None:
+        emit(event="double_clicked")
+
+
+class DragSource(QLabel):
+    def mouseMoveEvent(self, ev: Any) -> None:
+        if ev.buttons() & Qt.LeftButton:
+            mime = QMimeData()
+            mime.setText("dragged payload")
+            drag = QDrag(self)
+            drag.setMimeData(mime)
+            emit(event="drag_started")
+            drag.exec(Qt.CopyAction)
+
+
+class DropTarget(QLabel):
+    def __init__(self, text: str, parent: QWidget) -> None:
+        super().__init__(text, parent)
+        self.setAcceptDrops(True)
+
+    def dragEnterEvent(self, ev: Any) -> None:
+        ev.acceptProposedAction()
+
+    def dropEvent(self, ev: Any) -> None:
+        emit(event="dropped", text=ev.mimeData().text())
+        ev.acceptProposedAction()
+
+
+class Swatch(QFrame):
+    """A plain colour block: the hide hook, settle and stale tests look for (or change) its colour."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.colour = QColor(*SWATCH)
+        self.painted = False
+
+    def paintEvent(self, ev: Any) -> None:
+        QPainter(self).fillRect(self.rect(), self.colour)
+        if not self.painted:
+            self.painted = True
+            emit(event="exposed")
+
+
+class TargetWindow(QWidget):
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.setWindowTitle(title)
+        self.setFixedSize(800, 420)
+        self.button = QPushButton("Sign in", self)
+        self.button.setGeometry(20, 20, 160, 40)
+        self.button.clicked.connect(lambda: emit(event="clicked"))
+        self.pad = ClickPad("pad", self)
+        self.pad.setGeometry(200, 20, 160, 40)
+        self.pad.setFrameShape(QFrame.Box)
+        self.edit = QLineEdit(self)
+        self.edit.setGeometry(20, 80, 500, 32)
+        self.edit.returnPressed.connect(lambda: emit(event="return_pressed", text=self.edit.text()))
+        self.list = QListWidget(self)
+        self.list.setGeometry(20, 130, 240, 200)
+        self.list.addItems([f"item {i}" for i in range(300)])
+        self.source = DragSource("drag me", self)
+        self.source.setGeometry(300, 130, 120, 60)
+        self.source.setFrameShape(QFrame.Box)
+        self.drop = DropTarget("drop here", self)
+        self.drop.setGeometry(300, 250, 200, 80)
+        self.drop.setFrameShape(QFrame.Box)
+        self.swatch = Swatch(self)
+        self.swatch.setGeometry(560, 20, 200, 200)
+        QShortcut(QKeySequence("Ctrl+Shift+K"), self, lambda: emit(event="shortcut", keys="ctrl+shift+k"))
+        self.anim = QTimer(self)
+        self.anim.timeout.connect(self._step)
+        self.anim_left = 0
+
+    def _step(self) -> None:
+        self.swatch.colour = QColor.fromHsv((self.swatch.colour.hsvHue() + 37) % 360, 200, 200)  # never repeats soon
+        self.swatch.update()
+        self.anim_left -= 1
+        if self.anim_left == 0:
+            self.anim.stop()
+            emit(event="animation_done")
+
+    def widgets(self) -> dict[str, list[int]]:
+        out = {}
+        for name in ("button", "pad", "edit", "list", "source", "drop", "swatch"):
+            w = getattr(self, name)
+            p = w.mapToGlobal(w.rect().topLeft())
+            out[name] = [p.x(), p.y(), w.width(), w.height()]
+        p = self.mapToGlobal(self.rect().topLeft())
+        out["window"] = [p.x(), p.y(), self.width(), self.height()]
+        return out
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "geometry":
+            return {"widgets": self.widgets(), "wid": int(self.winId())}
+        if cmd == "state":
+            focus = QApplication.focusWidget()
+            return {"text": self.edit.text(), "scroll": self.list.verticalScrollBar().value(),
+                    "focus": next((n for n in ("edit", "button", "list") if getattr(self, n) is focus), None)}
+        if cmd == "set_text":
+            self.edit.setText(msg["text"])
+        elif cmd == "recolor":
+            self.swatch.colour = QColor(*msg["rgb"])
+            self.swatch.repaint()
+        elif cmd == "animate":  # steps of `period` ms; steps < 0: until "stop_animation"
+            self.anim_left = msg["steps"]
+            self.anim.start(msg.get("period", 40))
+        elif cmd == "stop_animation":
+            self.anim.stop()
+        elif cmd == "hide":
+            self.hide()
+        elif cmd == "show":
+            self.swatch.painted = False
+            self.show()
+        else:
+            return {"error": f"unknown command {cmd}"}
+        return {}
+
+
+def run(at: str, title: str) -> int:
+    app = QApplication(sys.argv[:1])
+    win = TargetWindow(title)
+    x, y = (int(v) for v in at.split(","))
+    win.move(x, y)
+    win.show()
+    win.raise_()
+    win.activateWindow()
+    last: list[Any] = [None, 0]
+
+    def ready_when_placed() -> None:  # the WM may still move the window: wait for a stable, painted place
+        where = win.widgets()["window"]
+        last[1] = last[1] + 1 if where == last[0] and win.swatch.painted else 0
+        last[0] = where
+        if last[1] >= 3:
+            emit(event="ready", widgets=win.widgets())
+        else:
+            QTimer.singleShot(50, ready_when_placed)
+
+    QTimer.singleShot(50, ready_when_placed)
+    notifier = QSocketNotifier(sys.stdin.fileno(), QSocketNotifier.Read)
+
+    def on_input() -> None:
+        line = sys.stdin.readline()
+        if not line:
+            notifier.setEnabled(False)
+            app.quit()
+            return
+        msg = json.loads(line)
+        emit(reply=msg["id"], **win.handle(msg))
+
+    notifier.activated.connect(on_input)
+    return app.exec()
