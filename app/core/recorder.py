@@ -234,7 +234,9 @@ def export_run(con: sqlite3.Connection, runs_dir: Path, run_id: int, dest: Path)
     meta["settings"] = json.loads(meta["settings"] or "{}")
     (folder / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
     lines = []
-    for s in run_steps(con, run_id):
+    steps = run_steps(con, run_id)
+    for i, s in enumerate(steps):
+        nxt = steps[i + 1]["observation"] if i + 1 < len(steps) else ""
         if s["screenshot"]:
             src = runs_dir / str(run_id) / s["screenshot"]
             if src.exists():
@@ -244,7 +246,8 @@ def export_run(con: sqlite3.Connection, runs_dir: Path, run_id: int, dest: Path)
             "height": s["height"], "monitor": s["monitor"], "observation": s["observation"],
             "answer": s["raw_output"], "note": s["note"], "thought": s["thought"], "action": s["action"],
             "description": s["description"], "verdict": s["verdict"], "risky": bool(s["risky"]),
-            "decision": s["decision"], "edited_action": s["edited_action"], "feedback": s["feedback"],
+            "decision": s["decision"], "edited_action": s["edited_action"], "user_feedback": s["feedback"],
+            "feedback": nxt,  # what the model was told next: `propose --history` reads this
             "executed": s["executed"], "timings": s["timings"], "error": s["error"],
         }, ensure_ascii=False))
     (folder / "steps.jsonl").write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")

@@ -41,7 +41,7 @@ class Settings:
     panic_hotkey: str = DEFAULT_PANIC_HOTKEY
     quick_task_hotkey: str = "<ctrl>+<alt>+<space>"
     # screen
-    monitor: str = "pointer"  # "pointer", "primary", a monitor number, or "all"
+    monitor: str = "pointer"  # "pointer" (the one under the pointer), a monitor number, or "all"
     settle_timeout_s: float = 3.0  # longest wait for the screen to stop changing after an action
     settle_quiet_frames: int = 2  # consecutive still frames that count as settled
     settle_threshold: float = 0.0002  # changed fraction of the screen below which a frame counts as still
