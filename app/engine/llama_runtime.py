@@ -317,7 +317,8 @@ class LlamaRuntime:
                 raise ModelLoadError(f"The vision encoder failed.\n{detail}", "Report this with the log file.")
             out = mtmd.mtmd_get_output_embd(self.mctx)
             flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * self.n_embd,))
-            return flat.reshape(n_tokens, self.n_embd).copy()
+            result: np.ndarray = flat.reshape(n_tokens, self.n_embd).copy()
+            return result
         finally:
             mtmd.mtmd_input_chunks_free(chunks)
             mtmd.mtmd_bitmap_free(bitmap)

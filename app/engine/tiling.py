@@ -7,9 +7,46 @@ Each tile is handed to mtmd already at 512×512, so mtmd copies it without resam
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from PIL import Image
+
+# Pillow releases the GIL while resampling, so the stretch is cut into bands resized on several cores,
+# and the thumbnail is made beside it. Bicubic is separable: Pillow resamples columns, then rows, and each
+# band of one pass is exactly the same pixels as the whole pass would give.
+_WORKERS = max(2, min(4, os.cpu_count() or 2))
+_POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="deskhand-tiling")
+
+
+def _bands(n: int, parts: int) -> list[tuple[int, int]]:
+    return [(i * n // parts, (i + 1) * n // parts) for i in range(parts) if i * n // parts < (i + 1) * n // parts]
+
+
+def stretch_rows(image: Image.Image, width: int, height: int, rows: int) -> list[Image.Image]:
+    """Bicubic resize to width × height, returned as `rows` horizontal bands (the tile rows): the vertical
+    pass in column bands, then the horizontal pass band by band, in parallel. Pixel for pixel what Pillow's
+    own resize gives when it takes the vertical pass first (as it does for 1920×1080 → 2048×1024)."""
+    w, h = image.size
+    mid = image
+    if h != height:
+        cols = _bands(w, _WORKERS)
+        parts = list(_POOL.map(lambda b: image.crop((b[0], 0, b[1], h)).resize((b[1] - b[0], height),
+                                                                              Image.Resampling.BICUBIC), cols))
+        mid = Image.new("RGB", (w, height))
+        for (x0, _), part in zip(cols, parts, strict=True):
+            mid.paste(part, (x0, 0))
+    return list(_POOL.map(lambda b: mid.crop((0, b[0], w, b[1])).resize((width, b[1] - b[0]),
+                                                                         Image.Resampling.BICUBIC),
+                          _bands(height, rows)))
+
+
+def stretch(image: Image.Image, width: int, height: int) -> Image.Image:
+    out = Image.new("RGB", (width, height))
+    for (y0, _), band in zip(_bands(height, _WORKERS), stretch_rows(image, width, height, _WORKERS), strict=True):
+        out.paste(band, (0, y0))
+    return out
 
 
 @dataclass(frozen=True)
@@ -77,12 +114,9 @@ def tile_image(image: Image.Image, grid: TileGrid) -> list[Image.Image]:
     """Stretch to the grid (bicubic), cut row-major tiles, append the whole-image thumbnail last."""
     rgb = image.convert("RGB") if image.mode != "RGB" else image
     size = grid.tile_size
-    resized = rgb.resize(grid.resized, Image.Resampling.BICUBIC)
-    tiles = [
-        resized.crop((c * size, r * size, (c + 1) * size, (r + 1) * size))
-        for r in range(grid.rows)
-        for c in range(grid.cols)
-    ]
-    if grid.thumbnail:
-        tiles.append(rgb.resize((size, size), Image.Resampling.BICUBIC))
+    thumb = _POOL.submit(rgb.resize, (size, size), Image.Resampling.BICUBIC) if grid.thumbnail else None
+    bands = stretch_rows(rgb, *grid.resized, grid.rows)
+    tiles = [band.crop((c * size, 0, (c + 1) * size, size)) for band in bands for c in range(grid.cols)]
+    if thumb is not None:
+        tiles.append(thumb.result())
     return tiles
