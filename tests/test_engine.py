@@ -186,13 +186,31 @@ def test_context_too_small_for_one_observation(tiny_model_pair, profile_path):
 
 
 def test_out_of_memory_for_the_context_says_what_to_lower(tiny_model_pair, profile_path):
-    # A context far larger than this machine's memory fails to allocate, like a GPU out of memory would.
-    eng = make_engine(tiny_model_pair, profile_path, n_ctx=1 << 30)
-    with pytest.raises(ModelLoadError) as err:
-        eng.load(None, CancelToken())
-    eng.close()
-    assert "not enough memory" in err.value.what or "out of memory" in err.value.what
-    assert "smaller context" in err.value.todo and "GPU layers" in err.value.todo
+    """A context larger than the memory the process may use fails to allocate, as a full GPU would; the
+    address-space limit keeps that quick and independent of this machine's RAM."""
+    import subprocess
+    import sys
+
+    code = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from app.core.cancel import CancelToken
+from app.core.errors import ModelLoadError
+from app.engine.local import LocalEngine, LocalEngineConfig
+e = LocalEngine(LocalEngineConfig(text_model={str(tiny_model_pair.text)!r}, mmproj={str(tiny_model_pair.mmproj)!r},
+                                  profile={str(profile_path)!r}, n_ctx=1 << 25))
+try:
+    e.load(None, CancelToken())
+except ModelLoadError as exc:
+    print(exc.what)
+    print(exc.todo)
+    sys.exit(3)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr[-2000:]
+    what, todo = r.stdout.strip().splitlines()[-2:]
+    assert "not enough memory for a 33,554,432-token context" in what
+    assert "smaller context" in todo and "GPU layers" in todo
 
 
 def test_prefetch_during_approval_keeps_the_budget_transition_out_of_the_next_step(engine):
