@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deskhand {__version__}")
     parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (tests, portable use)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check that this installation is complete (modules, resources, Qt plugins, llama.cpp; "
+                             "with --model TEXT.gguf --mmproj MMPROJ.gguf also one proposal) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register_all(sub)
     return parser
@@ -41,9 +44,29 @@ def _load_llama_first() -> None:
         import llama_cpp  # noqa: F401
 
 
+def self_test(argv: Sequence[str]) -> int:
+    """`deskhand --self-test [--model TEXT.gguf --mmproj MMPROJ.gguf] [--base-dir DIR]` (app/selftest.py)."""
+    import os
+
+    parser = argparse.ArgumentParser(prog="deskhand --self-test",
+                                     description="Check that this installation is complete, then exit.")
+    parser.add_argument("--self-test", action="store_true", required=True)
+    parser.add_argument("--model", metavar="TEXT.gguf", help="also load this model and run one proposal")
+    parser.add_argument("--mmproj", metavar="MMPROJ.gguf", help="the model's vision projector")
+    parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder")
+    args = parser.parse_args(list(argv))
+    if args.base_dir:
+        os.environ["DESKHAND_HOME"] = args.base_dir
+    from app.selftest import run_self_test
+
+    return run_self_test(args.model, args.mmproj)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _load_llama_first()
     args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail
+        return self_test(args_in)
     parser = build_parser()
     if args_in and (_is_subcommand(args_in, parser) or args_in[0] in ("-h", "--help", "--version")):
         args = parser.parse_args(args_in)

@@ -6,6 +6,7 @@ events and waits on the decision gate; nothing here knows about Qt.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import threading
@@ -256,8 +257,10 @@ class Run:
             self.history.pop()  # the step is proposed again on a fresh screenshot
             self.record(replace(final, error=f"stale target: {exc.what}"))
             return STALE
+        hidden = getattr(self.screen, "hidden", None)  # Deskhand's windows must not catch its own clicks or keys
         try:
-            outcome: Outcome = self.executor.perform(action, st.shot, self.token)
+            with hidden() if hidden is not None else contextlib.nullcontext():
+                outcome: Outcome = self.executor.perform(action, st.shot, self.token)
         except UserInputDetected as exc:
             self.record(replace(final, error=exc.what))
             if not self.wait_paused(exc.what):

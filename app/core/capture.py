@@ -177,7 +177,8 @@ class Capturer:
         return (self.layout.containing(*where) if where else None) or self.layout.primary
 
     @contextlib.contextmanager
-    def _hidden(self) -> Iterator[None]:
+    def hidden(self) -> Iterator[None]:
+        """Deskhand's windows out of the way (the UI's hook): around every grab, and around every action."""
         if self.hide is None:
             yield
         else:
@@ -211,7 +212,7 @@ class Capturer:
         """One observation of a monitor (see `choose`), with Deskhand's windows hidden."""
         self._check_thread()
         chosen = self.choose(monitor)
-        with self._hidden():
+        with self.hidden():
             image, raw = self._raw(chosen)
         return self._observation(chosen, image, raw)
 
@@ -219,7 +220,7 @@ class Capturer:
         """Wait until consecutive frames differ below the threshold (or the timeout); the last frame is the shot."""
         self._check_thread()
         cfg, chosen, start = self.config, self.choose(monitor), time.monotonic()
-        with self._hidden():
+        with self.hidden():
             image, raw = self._raw(chosen)
             frames, quiet, settled = 1, 0, False
             while time.monotonic() - start < cfg.settle_timeout_s:
@@ -243,7 +244,7 @@ class Capturer:
         self._check_thread()
         if not self.refresh_layout().same_geometry(shot.layout):
             return TargetCheck(False, 1.0, "The monitor layout changed since the screenshot was taken.")
-        with self._hidden():
+        with self.hidden():
             now, _ = self._raw(shot.monitor)
         px, py = shot.to_pixels(point)
         r = max(1, round(self.config.stale_radius * shot.monitor.scale))

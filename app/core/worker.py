@@ -127,6 +127,10 @@ class AgentWorker:
         try:
             self._recorder = Recorder(self.paths.database, self.paths.runs)
             self.interrupted_runs = self._recorder.mark_interrupted()
+            if self.interrupted_runs:  # the UI says so once; History lists them as "interrupted"
+                n = self.interrupted_runs
+                self.sink(ev.Notice(0, f"{n} run{'s were' if n > 1 else ' was'} cut short when Deskhand last closed "
+                                       f"or crashed; History lists {'them' if n > 1 else 'it'} as interrupted."))
         except DeskhandError as exc:
             log.error("run records unavailable: %s", exc)
         while True:

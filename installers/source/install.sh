@@ -43,7 +43,7 @@ libdbus-1-3 fonts-dejavu-core cmake"
 if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then need_pkgs="$need_pkgs python3-venv"; fi
 if [ "$MODE" = test ]; then
   # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests.
-  need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils"
+  need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils"
 fi
 if command -v dpkg-query >/dev/null; then
   missing=""

@@ -1,0 +1,200 @@
+"""`deskhand setup`: the first-run setup on the terminal (the same steps as the setup window).
+
+  deskhand setup                         GPU, CUDA build, recommendation and what to do next
+  deskhand setup --list                  the model catalog (files, sizes, checksums, licences)
+  deskhand setup --download NAME         download an entry (Ctrl+C pauses; run it again to resume)
+  deskhand setup --use TEXT.gguf MMPROJ.gguf   check existing files and use them
+  deskhand setup --token                 store an access token for gated repositories in the keyring
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+
+from app.core.catalog import Catalog, ModelEntry, recommend
+from app.core.download import DownloadProgress, Paused
+from app.core.errors import Cancelled, DeskhandError
+from app.core.gpu import CUDA_BUILD_NOTE, GPUReport, gpu_report, rebuild_command
+from app.core.paths import Paths, default_paths
+from app.core.settings import load_settings
+from app.core.setup_flow import (
+    catalog_for,
+    check_pair,
+    downloader_for,
+    finish_setup,
+    memory_fit,
+    not_downloadable,
+    unverified_files,
+)
+from app.core.units import human_bytes
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("setup", help="first-run setup: GPU check, model download or choice",
+                       description="Set up the model: shows the GPU and a recommendation, lists and downloads "
+                                   "catalog models (resumable, checksum-verified), or checks and uses GGUF files "
+                                   "you already have.")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--list", action="store_true", help="list the model catalog")
+    g.add_argument("--download", metavar="NAME", help="download a catalog entry (see --list)")
+    g.add_argument("--use", nargs=2, metavar=("TEXT.gguf", "MMPROJ.gguf"), help="check and use existing files")
+    g.add_argument("--token", action="store_true", help="store an access token (read from stdin or a prompt)")
+    g.add_argument("--forget-token", action="store_true", help="remove the stored access token")
+    p.add_argument("--quant", metavar="Q", help="quantization to download (default: the recommended one)")
+    p.add_argument("--accept-unverified", action="store_true",
+                   help="download files that have no published checksum (they cannot be verified)")
+    p.set_defaults(func=run)
+
+
+def _err(exc: DeskhandError) -> int:
+    print(f"deskhand: {exc}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = default_paths()
+    try:
+        if args.token:
+            return _store_token()
+        if args.forget_token:
+            from app.core.secrets import delete_secret
+
+            print("The access token was removed." if delete_secret() else "No access token was stored.")
+            return 0
+        catalog = catalog_for(paths)
+        if args.list:
+            return _list(catalog)
+        gpu = gpu_report()
+        if args.use:
+            return _use(paths, args.use[0], args.use[1], gpu)
+        if args.download:
+            return _download(paths, catalog.get(args.download), args.quant, args.accept_unverified, gpu)
+        return _overview(paths, catalog, gpu)
+    except DeskhandError as exc:
+        return _err(exc)
+
+
+def _gpu_lines(gpu: GPUReport) -> list[str]:
+    lines = [f"GPU: {gpu.device_line()}"]
+    if gpu.best is None and gpu.detail:
+        lines.append(f"     ({gpu.detail})")
+    if gpu.needs_cuda_build:
+        lines += ["     Rebuild llama-cpp-python with CUDA to use the GPU:", f"       {rebuild_command()}",
+                  f"     {CUDA_BUILD_NOTE}"]
+    return lines
+
+
+def _overview(paths: Paths, catalog: Catalog, gpu: GPUReport) -> int:
+    for line in _gpu_lines(gpu):
+        print(line)
+    rec = recommend(catalog.default_entry, gpu.budget)
+    print(f"Recommended: {rec.describe()}")
+    s = load_settings(paths.settings_file).settings
+    if s.setup_done and s.text_model:
+        print(f"Set up: {s.text_model} + {s.mmproj}  (check it with `deskhand doctor`)")
+    else:
+        print("Not set up yet.")
+    entry = catalog.default_entry
+    if entry.downloadable(rec.quant):
+        print(f"Next: deskhand setup --download {entry.name} --quant {rec.quant.name}")
+    else:
+        print(f"{entry.title}: {entry.how_to_get}")
+        print("Next: deskhand setup --use TEXT.gguf MMPROJ.gguf   (or see `deskhand setup --list`)")
+    return 0
+
+
+def _size(n: int | None, approx: int | None) -> str:
+    return human_bytes(n) if n is not None else (f"≈ {human_bytes(approx)}" if approx else "size unknown")
+
+
+def _list(catalog: Catalog) -> int:
+    for e in catalog.models:
+        star = " (default)" if e.name == catalog.default else ""
+        print(f"{e.name}{star}: {e.title}")
+        print(f"  licence: {e.license.name} <{e.license.url}>")
+        print(f"  source model: {e.source_model}")
+        for label, f in [(q.name, q.file) for q in e.quantizations] + [("mmproj", e.mmproj)]:
+            sha = f"sha256 {f.sha256[:12]}…" if f.sha256 else "UNVERIFIED (no published checksum)"
+            where = "downloadable" if f.urls else "no download address"
+            print(f"  {label:7} {f.filename}: {_size(f.size, f.approx_size)}, {sha}, {where}")
+        if not any(e.downloadable(q) for q in e.quantizations) and e.how_to_get:
+            print(f"  how to get it: {e.how_to_get}")
+    return 0
+
+
+def _store_token() -> int:
+    from app.core.secrets import set_secret
+
+    value = getpass.getpass("Access token (input hidden): ") if sys.stdin.isatty() else sys.stdin.readline()
+    set_secret(value)
+    print("The access token was stored in the system keyring.")
+    return 0
+
+
+def _use(paths: Paths, text: str, mmproj: str, gpu: GPUReport) -> int:
+    checked = check_pair(text, mmproj)
+    for w in checked.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    settings = finish_setup(paths, load_settings(paths.settings_file).settings, checked, gpu)
+    fit = memory_fit(checked, gpu)
+    print(f"Using {checked.summary}.")
+    if fit is not None:
+        print(fit.describe())
+    print(f"Saved to {paths.settings_file} (context {settings.context_size:,} tokens). Next: deskhand doctor")
+    return 0
+
+
+class _Progress:
+    """One updating line on a terminal; a line every 10 % (or 10 s) otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.last = (-1.0, 0.0)
+
+    def __call__(self, p: DownloadProgress) -> None:
+        line = f"{p.filename}: {p.describe()}"
+        if self.tty:
+            print(f"\r\033[K{line}", end="" if p.state != "done" else "\n", flush=True)
+            return
+        frac, now = p.fraction or 0.0, time.monotonic()
+        first = p.state == "downloading" and self.last[0] < 0
+        if p.state != "downloading" or first or frac - self.last[0] >= 0.1 or now - self.last[1] >= 10:
+            self.last = (frac, now) if p.state == "downloading" else self.last
+            print(line, flush=True)
+
+
+def _download(paths: Paths, entry: ModelEntry, quant_name: str | None, accept: bool, gpu: GPUReport) -> int:
+    quant = entry.quant(quant_name) if quant_name else recommend(entry, gpu.budget).quant
+    if not entry.downloadable(quant):
+        raise not_downloadable(entry)
+    unverified = unverified_files(entry, quant)
+    if unverified and not accept:
+        names = ", ".join(f.filename for f in unverified)
+        raise DeskhandError(f"{names} {'has' if len(unverified) == 1 else 'have'} no published SHA-256 checksum: "
+                            "Deskhand cannot check that the download is the right, undamaged file.",
+                            "Run again with --accept-unverified to download and use it anyway.")
+    print(f"{entry.title}, {quant.name}. Licence: {entry.license.name} <{entry.license.url}>")
+    downloader = downloader_for(paths, entry)
+    results = []
+    try:
+        for f in entry.files(quant):
+            results.append(downloader.download(f, progress=_Progress(), accept_unverified=accept))
+    except (KeyboardInterrupt, Paused):
+        print(f"\nPaused; what was downloaded is kept. Run `deskhand setup --download {entry.name} --quant "
+              f"{quant.name}{' --accept-unverified' if accept else ''}` again to resume.")
+        return 130
+    except Cancelled:
+        print("\nCancelled.")
+        return 130
+    for r in results:
+        state = "verified (SHA-256 matches)" if r.verified else f"UNVERIFIED, accepted (sha256 {r.sha256})"
+        print(f"{r.path}: {state}")
+    checked = check_pair(results[0].path, results[1].path)
+    for w in checked.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    finish_setup(paths, load_settings(paths.settings_file).settings, checked, gpu)
+    print(f"Set up {checked.summary}. Saved to {paths.settings_file}. Next: deskhand doctor")
+    return 0

@@ -1,0 +1,183 @@
+"""Deskhand's windows out of the way: the hook the worker's capturer enters around every screen grab and every
+action it performs (so the model never sees Deskhand, and Deskhand never clicks or types into itself).
+
+The worker thread only emits queued signals and waits on an Event; every widget is touched on the UI thread.
+"Gone" means the X server has unmapped the window and the window manager's frame around it (checked on the
+worker's own X connection), plus a short grace so the windows underneath can repaint the uncovered area.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import QApplication, QWidget
+
+from app.core.errors import CaptureError
+
+log = logging.getLogger("deskhand.ui.hider")
+Reply = Callable[[list[int], float], None]
+# Top-level widgets that belong to someone else's window: the tray icon lives inside the tray host's panel
+# (XEmbed), which maps it again; hiding it would only make the panel flicker.
+EMBEDDED = frozenset({"QSystemTrayIconSys"})  # (X window ids hidden, monotonic time they were hidden)
+
+
+class WindowHider(QObject):
+    _hide_requested = Signal(object)
+    _restore_requested = Signal()
+
+    def __init__(self, parent: QObject | None = None, grace_s: float = 0.08, timeout_s: float = 5.0,
+                 restore_delay_ms: int = 250) -> None:
+        super().__init__(parent)
+        self.grace_s, self.timeout_s = grace_s, timeout_s
+        self.closing = threading.Event()  # quitting: hide nothing more, let the worker finish
+        self.hides = 0  # how many times the windows were taken off the screen (tests read it)
+        self._holds = 0
+        self._hidden: list[QWidget] = []
+        self._active: QWidget | None = None
+        self._hidden_at = 0.0
+        self._x11 = sys.platform.startswith("linux") and QApplication.platformName() == "xcb"
+        # grab, act, settle and grab again follow each other within milliseconds: showing the windows in
+        # between would only make them flicker, so they come back once nothing has asked for a while
+        self._restore_timer = QTimer(self)
+        self._restore_timer.setSingleShot(True)
+        self._restore_timer.setInterval(restore_delay_ms)
+        self._restore_timer.timeout.connect(self._restore)
+        self._hide_requested.connect(self._on_hide)
+        self._restore_requested.connect(self._on_release)
+
+    # ------------------------------------------------------------------ worker thread
+    @contextlib.contextmanager
+    def hook(self) -> Iterator[None]:
+        """Entered by the capturer around each grab and each action, on the worker thread."""
+        if self.closing.is_set():
+            yield
+            return
+        answered = threading.Event()
+        got: dict[str, Any] = {}
+
+        def reply(ids: list[int], hidden_at: float) -> None:
+            got.update(ids=ids, at=hidden_at)
+            answered.set()
+
+        self._hide_requested.emit(reply)
+        try:
+            if not answered.wait(self.timeout_s) and not self.closing.is_set():
+                raise CaptureError("Deskhand could not hide its own windows before taking the screenshot.",
+                                   "Try again; if it keeps happening, restart Deskhand.")
+            if got.get("ids") and self._x11:
+                wait_unmapped(got["ids"], self.timeout_s)
+            if got:
+                time.sleep(max(0.0, got["at"] + self.grace_s - time.monotonic()))
+            yield
+        finally:
+            self._restore_requested.emit()
+
+    # ------------------------------------------------------------------ UI thread
+    def windows(self) -> list[QWidget]:
+        """Every visible Deskhand window (main window, dialogs, overlay, quick-task box, menus)."""
+        return [w for w in QApplication.topLevelWidgets() if w.isVisible() and not w.isMinimized()
+                and w.metaObject().className() not in EMBEDDED]
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self._hidden)
+
+    @Slot(object)
+    def _on_hide(self, reply: Reply) -> None:
+        self._restore_timer.stop()
+        self._holds += 1
+        if not self._hidden:
+            self._active = QApplication.activeWindow()
+        newly = [w for w in self.windows() if w not in self._hidden]
+        for w in newly:
+            w.hide()
+        if newly:
+            self._hidden.extend(newly)
+            self._hidden_at = time.monotonic()
+            self.hides += 1
+        ids = [int(w.winId()) for w in self._hidden if w.testAttribute(Qt.WidgetAttribute.WA_WState_Created)]
+        self._when_unexposed(lambda: reply(ids, self._hidden_at), time.monotonic() + 1.0)
+
+    def _when_unexposed(self, then: Callable[[], None], deadline: float) -> None:
+        exposed = [w for w in self._hidden if w.windowHandle() is not None and w.windowHandle().isExposed()]
+        if not exposed or time.monotonic() > deadline:
+            if exposed:
+                log.warning("%d window(s) still exposed after hiding them", len(exposed))
+            then()
+            return
+        QTimer.singleShot(5, lambda: self._when_unexposed(then, deadline))
+
+    @Slot()
+    def _on_release(self) -> None:
+        self._holds = max(0, self._holds - 1)
+        if self._holds == 0:
+            self._restore_timer.start()
+
+    def restore_now(self) -> None:
+        """Bring the windows back at once (the run ended or paused: nothing is about to grab)."""
+        if self._holds == 0:
+            self._restore_timer.stop()
+            self._restore()
+
+    def _restore(self) -> None:
+        hidden, self._hidden = self._hidden, []
+        for w in hidden:
+            if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup:  # a menu or tooltip stays closed
+                w.show()
+        active, self._active = self._active, None
+        if active is not None and active in hidden and active.isVisible():
+            active.raise_()
+            active.activateWindow()
+
+    def forget(self, widget: QWidget) -> None:
+        """A window closed for good while hidden (the dialog after its decision): do not show it again."""
+        if widget in self._hidden:
+            self._hidden.remove(widget)
+
+
+def _chain(d: Any, window: Any) -> list[Any]:
+    """The window and its ancestors below the root: the WM's frame is the last one."""
+    out = [window]
+    while True:
+        tree = out[-1].query_tree()
+        if tree.parent == 0 or tree.parent.id == tree.root.id:
+            return out
+        out.append(tree.parent)
+
+
+def wait_unmapped(ids: list[int], timeout: float) -> bool:
+    """Poll the X server until none of the windows (nor their frames) is viewable; False at the timeout."""
+    try:
+        from Xlib import X, error
+        from Xlib import display as xdisplay
+    except ImportError:
+        return True
+    try:
+        d = xdisplay.Display()
+    except Exception:  # no X connection: the capture reports that itself
+        return True
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            viewable = False
+            for wid in ids:
+                try:
+                    chain = _chain(d, d.create_resource_object("window", wid))
+                    viewable = viewable or any(w.get_attributes().map_state == X.IsViewable for w in chain)
+                except error.XError:
+                    continue  # destroyed meanwhile: gone
+            if not viewable:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("Deskhand's windows were still mapped %.1f s after hiding them", timeout)
+                return False
+            time.sleep(0.005)
+    finally:
+        d.close()

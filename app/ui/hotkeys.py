@@ -1,0 +1,113 @@
+"""The global quick-task hotkey: pynput's GlobalHotKeys on its own thread, heard as a queued Qt signal.
+
+Started off the UI thread (pynput waits for the X RECORD context), stopped with the listener-stop workaround
+from app.core.stops (pynput 1.8 hangs in join() until the next X event otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+log = logging.getLogger("deskhand.ui.hotkeys")
+
+# pynput's Key names (keyboard.Key members) that make sense in a shortcut
+KEY_NAMES = frozenset({
+    "alt", "alt_l", "alt_r", "alt_gr", "ctrl", "ctrl_l", "ctrl_r", "shift", "shift_l", "shift_r", "cmd", "cmd_l",
+    "cmd_r", "space", "enter", "tab", "esc", "backspace", "delete", "insert", "home", "end", "page_up",
+    "page_down", "up", "down", "left", "right", "pause", "print_screen", "scroll_lock", "menu",
+    *(f"f{i}" for i in range(1, 21)),
+})
+MODIFIERS = frozenset({"alt", "alt_l", "alt_r", "alt_gr", "ctrl", "ctrl_l", "ctrl_r", "shift", "shift_l", "shift_r",
+                       "cmd", "cmd_l", "cmd_r"})
+
+
+def hotkey_problem(spec: str) -> str:
+    """Why `spec` is not a usable pynput hotkey ("" when it is), without importing pynput (no display needed)."""
+    parts = spec.split("+") if spec else []
+    if not parts or any(p == "" for p in parts):
+        return f"“{spec}” is not a key combination; write it like <ctrl>+<alt>+<space>."
+    keys = []
+    for part in parts:
+        named = re.fullmatch(r"<([a-z0-9_]+)>", part)
+        if named:
+            name = named.group(1)
+            if name not in KEY_NAMES and not name.isdigit():
+                return f"“{part}” is not a key name pynput knows (for example <ctrl>, <alt>, <shift>, <f9>)."
+            keys.append(name)
+        elif len(part) == 1:
+            keys.append(part.lower())
+        else:
+            return f"“{part}” must be one character or a key name in angle brackets, like <space>."
+    if len(set(keys)) != len(keys):
+        return f"“{spec}” names a key twice."
+    if all(k in MODIFIERS for k in keys):
+        return f"“{spec}” has only modifiers; add the key to press, e.g. <ctrl>+<alt>+<space>."
+    if not any(k in MODIFIERS for k in keys) and not any(k.startswith("f") and k[1:].isdigit() for k in keys):
+        return f"“{spec}” has no modifier: it would fire while you type. Add <ctrl>, <alt> or <cmd>."
+    return ""
+
+
+class GlobalHotkey(QObject):
+    triggered = Signal()
+    failed = Signal(str)  # what went wrong, in words
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._listener: Any = None
+        self._lock = threading.Lock()
+        self.spec = ""
+        self.ready = threading.Event()
+
+    def start(self, spec: str) -> None:
+        """Listen for `spec` (pynput syntax); replaces an earlier hotkey. Returns at once."""
+        self.stop()
+        self.spec = spec
+        self.ready.clear()
+        problem = hotkey_problem(spec)
+        if problem:
+            self.failed.emit(f"The quick-task hotkey is not set up: {problem}")
+            return
+        threading.Thread(target=self._start, args=(spec,), name="deskhand-hotkey-start", daemon=True).start()
+
+    def _start(self, spec: str) -> None:
+        try:
+            from app.core.display import import_pynput
+            from app.core.stops import _start_listener
+
+            pynput = import_pynput()
+            listener = pynput.keyboard.GlobalHotKeys({spec: self.triggered.emit})
+            _start_listener(listener)
+        except Exception as exc:  # ImportError (no X), ValueError (pynput refused the spec), DeskhandError
+            log.warning("quick-task hotkey %s unavailable: %s", spec, exc)
+            self.failed.emit(f"The quick-task hotkey {spec} could not be set up: {exc}")
+            return
+        with self._lock:
+            if self.spec != spec:  # replaced or stopped meanwhile
+                stale, listener = listener, None
+            else:
+                self._listener, stale = listener, None
+        if stale is not None:
+            self._stop_listener(stale)
+            return
+        log.info("quick-task hotkey %s is listening", spec)
+        self.ready.set()
+
+    @staticmethod
+    def _stop_listener(listener: Any) -> None:
+        from app.core.stops import stop_listener
+
+        if not stop_listener(listener):
+            log.warning("the hotkey listener did not stop in time")
+
+    def stop(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            self.spec = ""
+        self.ready.clear()
+        if listener is not None:
+            self._stop_listener(listener)

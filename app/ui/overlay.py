@@ -1,0 +1,95 @@
+"""The on-screen marker at the real target: always on top, click-through, never focused, shaped to the marker
+(so it needs no compositor), hidden by the hider during capture and execution."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, QRect, Qt
+from PySide6.QtGui import QBitmap, QColor, QFont, QFontMetrics, QGuiApplication, QImage, QPainter, QPaintEvent, QRegion
+from PySide6.QtWidgets import QWidget
+
+from app.ui.screens import to_logical
+from app.ui.screenshot_view import draw_marker
+
+RADIUS = 18
+PAD = 30  # room around the ring for the cross-hair arms and the outline
+
+
+class TargetOverlay(QWidget):
+    def __init__(self) -> None:
+        super().__init__(None, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint
+                         | Qt.WindowType.WindowStaysOnTopHint | Qt.WindowType.WindowTransparentForInput
+                         | Qt.WindowType.WindowDoesNotAcceptFocus)
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setWindowTitle("Deskhand target")
+        self._label = ""
+        self._label_left = False
+        self.target: tuple[int, int] | None = None  # input coordinates
+
+    def _label_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setBold(True)
+        return font
+
+    def point_at(self, x: int, y: int, label: str = "", away_from: QRect | None = None) -> None:
+        """Show the marker centred on (x, y), input coordinates, with a few words beside it: on the side away
+        from `away_from` (the approval dialog) and inside the screen."""
+        self.target = (x, y)
+        self._label = label if len(label) <= 48 else label[:45] + "…"
+        centre = to_logical(x, y)
+        metrics = QFontMetrics(self._label_font())
+        label_w = metrics.horizontalAdvance(self._label) + 20 if self._label else 0
+        screen = QGuiApplication.screenAt(centre) or QGuiApplication.primaryScreen()
+        area = screen.availableGeometry()
+        left = away_from is not None and away_from.center().x() > centre.x()
+        fits = centre.x() - PAD - label_w >= area.left() if left else centre.x() + PAD + label_w <= area.right()
+        if not fits:
+            left = not left
+        self._label_left = bool(label_w) and left
+        side = 2 * PAD
+        w, h = side + label_w, max(side, metrics.height() + 12)
+        x = centre.x() - (PAD + label_w if self._label_left else PAD)
+        self.setGeometry(x, centre.y() - h // 2, w, h)
+        self.setMask(self._shape())
+        self.update()
+        self.show()
+        self.raise_()
+
+    def _centre(self) -> QPointF:
+        x = self.width() - PAD if self._label_left else PAD
+        return QPointF(x, self.height() / 2)
+
+    def _render(self, painter: QPainter) -> None:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        centre = self._centre()
+        draw_marker(painter, centre, RADIUS)
+        if self._label:
+            painter.setFont(self._label_font())
+            metrics = painter.fontMetrics()
+            w, h = metrics.horizontalAdvance(self._label) + 14, metrics.height() + 8
+            x = centre.x() - PAD - w + 4 if self._label_left else centre.x() + PAD - 4
+            box = QRect(round(x), round(centre.y() - h / 2), w, h)
+            painter.setPen(QColor("#ffffff"))
+            painter.setBrush(QColor(20, 24, 32))
+            painter.drawRoundedRect(box, 5, 5)
+            painter.drawText(box, Qt.AlignmentFlag.AlignCenter, self._label)
+
+    def _shape(self) -> QRegion:
+        image = QImage(self.size(), QImage.Format.Format_ARGB32_Premultiplied)
+        image.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(image)
+        self._render(painter)
+        painter.end()
+        return QRegion(QBitmap.fromImage(image.createAlphaMask()))
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        self._render(painter)
+
+    def clear(self) -> None:
+        self.target = None
+        self.hide()
+
+    def centre_global(self) -> QPoint:
+        """Where the ring's centre is on the screen (Qt coordinates): what tests compare with the target."""
+        return self.mapToGlobal(self._centre().toPoint())

@@ -1,0 +1,78 @@
+"""Where the approval dialog goes: on the target's monitor, never over the target (pure, Qt-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rect:
+    x: int
+    y: int
+    w: int
+    h: int
+
+    @property
+    def right(self) -> int:
+        return self.x + self.w
+
+    @property
+    def bottom(self) -> int:
+        return self.y + self.h
+
+    def intersects(self, o: Rect) -> bool:
+        return self.x < o.right and o.x < self.right and self.y < o.bottom and o.y < self.bottom
+
+    def contains(self, px: int, py: int) -> bool:
+        return self.x <= px < self.right and self.y <= py < self.bottom
+
+
+def keep_out(points: list[tuple[int, int]], radius: int) -> Rect | None:
+    """The box around every point the action uses (a drag's start and end), grown by `radius`."""
+    if not points:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return Rect(min(xs) - radius, min(ys) - radius, max(xs) - min(xs) + 2 * radius, max(ys) - min(ys) + 2 * radius)
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(v, hi)) if hi >= lo else lo
+
+
+def place(area: Rect, size: tuple[int, int], avoid: Rect | None, minimum: tuple[int, int] = (480, 380),
+          margin: int = 16) -> Rect:
+    """The dialog's outer rectangle: preferred `size`, shrunk to no less than `minimum` where space is short,
+    inside `area`, clear of `avoid`. Beside the target (the side with more room) first, then above or below;
+    when nothing fits, the roomiest side at the minimum size (covering as little as possible)."""
+    w, h = min(size[0], area.w), min(size[1], area.h)
+    if avoid is None:
+        return Rect(area.x + (area.w - w) // 2, area.y + (area.h - h) // 2, w, h)
+    cy = avoid.y + avoid.h // 2
+    cx = avoid.x + avoid.w // 2
+    free = {  # room on each side of the keep-out box, inside the area
+        "right": Rect(avoid.right + margin, area.y, area.right - avoid.right - margin, area.h),
+        "left": Rect(area.x, area.y, avoid.x - margin - area.x, area.h),
+        "below": Rect(area.x, avoid.bottom + margin, area.w, area.bottom - avoid.bottom - margin),
+        "above": Rect(area.x, area.y, area.w, avoid.y - margin - area.y),
+    }
+    horizontal = sorted(("right", "left"), key=lambda s: -free[s].w)
+    vertical = sorted(("below", "above"), key=lambda s: -free[s].h)
+    for side in (*horizontal, *vertical):
+        room = free[side]
+        fw, fh = min(w, room.w), min(h, room.h)
+        if fw < min(minimum[0], w) or fh < min(minimum[1], h):
+            continue
+        if side in ("right", "left"):
+            x = room.x if side == "right" else room.right - fw
+            y = _clamp(cy - fh // 2, room.y, room.bottom - fh)
+        else:
+            y = room.y if side == "below" else room.bottom - fh
+            x = _clamp(cx - fw // 2, room.x, room.right - fw)
+        return Rect(x, y, fw, fh)
+    side = max(free, key=lambda s: free[s].w * area.h if s in ("right", "left") else free[s].h * area.w)
+    fw, fh = min(w, minimum[0]), min(h, minimum[1])
+    x = area.right - fw if side == "right" else area.x if side == "left" else _clamp(cx - fw // 2, area.x,
+                                                                                          area.right - fw)
+    y = area.bottom - fh if side == "below" else area.y if side == "above" else _clamp(cy - fh // 2, area.y,
+                                                                                           area.bottom - fh)
+    return Rect(x, y, fw, fh)

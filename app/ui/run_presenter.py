@@ -1,0 +1,196 @@
+"""One run on the screen: routes the worker's events to the main window, the approval dialog, the target
+overlay and the tray, and turns the user's answers into requests. Everything here runs on the UI thread."""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.core import events as ev
+from app.core.approval import Decision
+from app.ui.agent_host import AgentHost, Delivered
+from app.ui.approval_dialog import ApprovalDialog
+from app.ui.main_window import MainWindow
+from app.ui.messages import error_html, escape
+from app.ui.overlay import TargetOverlay
+from app.ui.tray import Tray
+
+log = logging.getLogger("deskhand.ui.run")
+OUTCOME_KIND = {"answered": "success", "stopped": "info", "failed": "error", "step_limit": "warning"}
+
+
+def short_label(e: ev.StepProposed) -> str:
+    """The words beside the on-screen marker: the verb and the element, without the coordinates."""
+    return e.description.split(" at (")[0]
+
+
+class RunPresenter(QObject):
+    state_changed = Signal(str, str)  # state, words
+    finished = Signal(object)  # RunFinished
+
+    def __init__(self, host: AgentHost, main: MainWindow, dialog: ApprovalDialog, overlay: TargetOverlay,
+                 tray: Tray | None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.main, self.dialog, self.overlay, self.tray = host, main, dialog, overlay, tray
+        self.state = "idle"
+        self._words = ""
+        self.running = False
+        self.paused = False
+        self.auto_approve = False
+        self.run_id = 0
+        self.last_proposal: ev.StepProposed | None = None
+        self._queue: collections.deque[Delivered] = collections.deque()
+        self._render_timer = QTimer(self)
+        self._render_timer.setInterval(0)
+        self._render_timer.timeout.connect(self._render_next)
+        host.delivered.connect(self.on_delivered)
+        dialog.decided.connect(self.decide)
+        dialog.target_previewed.connect(self._preview_target)
+
+    # ------------------------------------------------------------------ state
+    def set_state(self, state: str, words: str = "") -> None:
+        if (state, words) == (self.state, self._words):
+            return  # progress events repeat themselves; the labels need not change
+        self.state, self._words = state, words
+        self.main.set_state(state, words)
+        if self.tray is not None:
+            self.tray.set_state(state, words)
+        self.state_changed.emit(state, words)
+
+    def set_running(self, running: bool) -> None:
+        self.running = running
+        self.main.set_running(running)
+        if self.tray is not None:
+            self.tray.set_running(running)
+
+    def begin(self, auto_approve: bool) -> None:
+        """A run was queued: show it as starting until its first event arrives."""
+        self.auto_approve = auto_approve
+        self.paused = False
+        self.set_running(True)
+        self.set_state("thinking", "starting…")
+
+    # ------------------------------------------------------------------ events
+    def on_delivered(self, d: Delivered) -> None:
+        e = d.event
+        self._queue.append(d)  # the main window catches up one event per loop turn: no long UI-thread slices
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+        if isinstance(e, ev.RunStarted):
+            self.run_id = e.run_id
+            self.set_running(True)
+            log.info("run %s started: %s", e.run_id, e.task)
+        elif isinstance(e, ev.ModelLoading):
+            self.set_state("thinking", f"loading the model: {e.what}")
+        elif isinstance(e, ev.ModelLoaded):
+            log.info("model loaded: %s on %s", e.info.name, e.info.device)
+        elif isinstance(e, ev.ScreenCaptured):
+            self.set_state("thinking", f"step {e.step}: thinking…")
+        elif isinstance(e, ev.StepProposed):
+            self._proposed(d, e)
+        elif isinstance(e, ev.StepDecided):
+            log.info("step %s decided: %s%s", e.step, e.decision, f" ({e.feedback})" if e.feedback else "")
+            acting = e.decision in ("approve", "edit", "auto")
+            self.set_state("acting" if acting else "thinking", f"step {e.step}: acting…" if acting else "")
+        elif isinstance(e, ev.StepExecuted):
+            log.info("step %s executed: %s", e.step, e.description)
+        elif isinstance(e, ev.ProposalFailed):
+            log.info("step %s: the model's answer was not usable: %s", e.step, e.message)
+        elif isinstance(e, ev.RunPaused):
+            self._paused(e)
+        elif isinstance(e, ev.RunResumed):
+            self.paused = False
+            self.main.set_paused(False)
+            if self.tray is not None:
+                self.tray.set_paused(False)
+            self.main.info.remove("paused")
+            self.set_state("thinking", "resumed")
+        elif isinstance(e, ev.Notice):
+            log.info("notice: %s", e.message)
+            self.main.info.show_message(error_html(e.message), "info")
+        elif isinstance(e, ev.RunFinished):
+            self._finished(e)
+
+    def _render_next(self) -> None:
+        if self._queue:
+            self.main.render_event(self._queue.popleft())
+        if not self._queue:
+            self._render_timer.stop()
+
+    def flush(self) -> None:
+        """Render everything delivered so far (tests, and before the window is looked at)."""
+        while self._queue:
+            self.main.render_event(self._queue.popleft())
+        self._render_timer.stop()
+
+    def _proposed(self, d: Delivered, e: ev.StepProposed) -> None:
+        self.last_proposal = e
+        log.info("step %s proposed: %s (%s)", e.step, e.description, "asks" if e.needs_decision else "auto")
+        if not e.needs_decision:
+            return
+        self.set_state("waiting", f"step {e.step}: waiting for your approval")
+        self.dialog.present(d, self.auto_approve)
+        if e.target_screen is not None:
+            self.overlay.point_at(*e.target_screen, short_label(e), self.dialog.frameGeometry())
+        else:
+            self.overlay.clear()
+        if self.tray is not None and not self.main.isVisible():
+            self.tray.notify("Deskhand needs your approval", e.description)
+
+    def _paused(self, e: ev.RunPaused) -> None:
+        self.paused = True
+        self.main.set_paused(True)
+        if self.tray is not None:
+            self.tray.set_paused(True)
+        self.set_state("paused", "paused")
+        reason = e.reason if e.reason.lower().startswith(("paused", "deskhand paused")) else f"Paused: {e.reason}"
+        self.main.info.show_message(f"<b>{escape(reason)}</b> Resume when you are ready, or stop the run.",
+                                    "warning", "paused",
+                                    [("Resume", lambda: self.pause(False)), ("Stop", self.stop)])
+        self.main.show_and_raise()
+        log.info("run paused: %s", e.reason)
+
+    def _finished(self, e: ev.RunFinished) -> None:
+        self.flush()
+        log.info("run %s finished: %s (%s steps) %s", e.run_id, e.outcome, e.steps, e.message.replace("\n", " "))
+        self.dialog.withdraw()
+        self.overlay.clear()
+        self.host.hider.restore_now()
+        self.set_running(False)
+        self.paused = False
+        self.main.info.remove("paused")
+        self.set_state("idle")
+        head = {"answered": "Done", "stopped": "Stopped", "failed": "The task failed",
+                "step_limit": "Step limit reached"}.get(e.outcome, e.outcome)
+        body = e.answer or e.message
+        self.main.info.show_message(error_html(body, f"{head}."), OUTCOME_KIND.get(e.outcome, "info"), "outcome")
+        if self.tray is not None and not self.main.isVisible():
+            self.tray.notify(f"Deskhand: {head}", body.split("\n")[0])
+        self.finished.emit(e)
+
+    # ------------------------------------------------------------------ the user's requests
+    def decide(self, step: int, decision: Decision) -> None:
+        self.overlay.clear()
+        self.host.hider.forget(self.dialog)
+        if decision.auto_approve_safe is not None:
+            self.auto_approve = decision.auto_approve_safe
+        if not self.host.decide(step, decision):
+            log.warning("the decision for step %s came too late", step)
+
+    def _preview_target(self, x: int, y: int) -> None:
+        if self.dialog.isVisible() and self.last_proposal is not None:
+            self.overlay.point_at(x, y, short_label(self.last_proposal), self.dialog.frameGeometry())
+
+    def stop(self) -> None:
+        if self.running:
+            self.host.stop()
+            self.set_state("thinking", "stopping…")
+
+    def pause(self, paused: bool) -> None:
+        if not self.running:
+            return
+        self.host.set_paused(paused)
+        if paused and not self.paused:
+            self.set_state(self.state, "pausing after this step…")

@@ -1,0 +1,265 @@
+"""The setup window driven with pytest-qt: the GPU page, picking files (good pair, text-only model, mismatched mmproj),
+downloading from a loopback server (pause/resume/cancel), and finishing (persisted; the next launch skips it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QFileDialog, QWizard
+
+from app.core.paths import default_paths
+from app.core.settings import Settings, load_settings
+from app.core.setup_flow import should_show_setup
+from app.ui.setup_wizard import SetupWizard
+from tests.loopback_http import LoopbackServer
+from tests.test_catalog_gpu import fake_nvidia_smi
+from tests.test_setup_cmd import write_catalog
+
+SHOTS = os.environ.get("DESKHAND_WIZARD_SHOTS", "")
+
+
+@pytest.fixture
+def server():
+    with LoopbackServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def make_wizard(qtbot):
+    made = []
+
+    def make(settings: Settings | None = None) -> SetupWizard:
+        paths = default_paths()
+        w = SetupWizard(paths, settings or Settings())
+        qtbot.addWidget(w)
+        w.show()
+        qtbot.waitUntil(lambda: w.probe is not None, timeout=15000)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        if w.isVisible():
+            w.reject()
+
+
+def shot(wizard: SetupWizard, name: str, folder: Path) -> Path:
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    path = folder / f"{name}.png"
+    assert wizard.grab().save(str(path))
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(SHOTS) / path.name)
+    return path
+
+
+def pick(monkeypatch, qtbot, page, text: Path, mmproj: Path) -> None:
+    answers = [str(text), str(mmproj)]
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (answers.pop(0), "GGUF files (*.gguf)"))
+    qtbot.mouseClick(page.text_browse, qtbot_button())
+    qtbot.mouseClick(page.mmproj_browse, qtbot_button())
+
+
+def qtbot_button():
+    from PySide6.QtCore import Qt
+
+    return Qt.MouseButton.LeftButton
+
+
+def wait_check(qtbot, page, contains: str) -> str:
+    qtbot.waitUntil(lambda: contains in page.check_label.text(), timeout=10000)
+    return page.check_label.text()
+
+
+def test_gpu_page_without_a_gpu(make_wizard, tmp_path):
+    w = make_wizard()
+    page = w.gpu_page
+    assert "no NVIDIA GPU found" in page.gpu_label.text() and "nvidia-smi was not found" in page.gpu_label.text()
+    assert "Recommended:" in page.recommend_label.text() and "CPU" in page.recommend_label.text()
+    assert page.rebuild_row.isHidden()
+    shot(w, "1-gpu-page-no-gpu", tmp_path)
+
+
+def test_gpu_page_with_a_gpu_and_a_cpu_build_shows_the_rebuild_command(make_wizard, monkeypatch, tmp_path):
+    import llama_cpp
+
+    if llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("this llama-cpp-python has GPU offload")
+    fake = fake_nvidia_smi(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    w = make_wizard()
+    page = w.gpu_page
+    assert "NVIDIA RTX A6000, 48.0 GiB VRAM" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
+    assert "built for the CPU only" in page.build_label.text()
+    assert "Recommended (once llama-cpp-python has CUDA):" in page.recommend_label.text()
+    assert "Q5_K_M: Fits on the GPU with a 32,768-token context" in page.recommend_label.text()
+    assert not page.rebuild_row.isHidden()
+    assert page.rebuild_edit.text().endswith('CMAKE_ARGS="-DGGML_CUDA=on" bash installers/source/install.sh --cuda')
+    page.copy_button.click()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == page.rebuild_edit.text()
+    shot(w, "2-gpu-page-cpu-build", tmp_path)
+
+
+def test_picking_files_gives_the_engines_exact_messages(make_wizard, qtbot, monkeypatch, tmp_path, tiny_model_pair,
+                                                        model_factory):
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    assert w.currentPage() is page and page.existing.isChecked() and not page.isComplete()
+
+    pick(monkeypatch, qtbot, page, model_factory.llama(tmp_path), tiny_model_pair.mmproj)
+    assert "is a “llama” model; Deskhand needs a nemotron_h text model" in wait_check(qtbot, page, "✗")
+    assert not page.isComplete()
+
+    pick(monkeypatch, qtbot, page, tiny_model_pair.text, tiny_model_pair.text)
+    text = wait_check(qtbot, page, "✗")
+    assert "text model, not a vision projector (mmproj)" in text and "A text-only model cannot see the screen" in text
+
+    pick(monkeypatch, qtbot, page, tiny_model_pair.text, model_factory.mmproj_mismatched(tmp_path))
+    assert "they belong to different models" in wait_check(qtbot, page, "✗")
+    shot(w, "3-choose-page-mismatched", tmp_path)
+    assert not page.isComplete()
+
+    pick(monkeypatch, qtbot, page, tiny_model_pair.text, tiny_model_pair.mmproj)
+    assert "nemotron_h" in wait_check(qtbot, page, "✓") and page.isComplete()
+    shot(w, "4-choose-page-good-pair", tmp_path)
+
+
+def select_entry(page, name: str) -> None:
+    for i in range(page.entry_combo.count()):
+        if page.entry_combo.itemData(i)[0].name == name:
+            page.entry_combo.setCurrentIndex(i)
+            return
+    raise AssertionError(f"no {name} in the list")
+
+
+def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, server, tiny_model_pair, tmp_path):
+    home = default_paths()
+    text, mm = write_catalog(home.config.parent, server, tiny_model_pair, mmproj_sha=False, delay=0.04)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "tiny")
+    assert "Test licence" in page.entry_info.text() and "no published checksum" in page.entry_info.text()
+    assert page.unverified_box.isVisible() and not page.download_button.isEnabled()  # consent first
+    page.unverified_box.setChecked(True)
+    assert page.download_button.isEnabled()
+
+    qtbot.mouseClick(page.download_button, qtbot_button())
+    qtbot.waitUntil(lambda: "File 1 of 2" in page.progress_label.text() and " of " in page.progress_label.text(),
+                    timeout=10000)
+    qtbot.mouseClick(page.pause_button, qtbot_button())
+    qtbot.waitUntil(lambda: page.state == "paused", timeout=10000)
+    assert "Paused" in page.download_status.text() and page.pause_button.text() == "Resume"
+    assert not page.isComplete()
+    shot(w, "5-choose-page-paused", tmp_path)
+
+    qtbot.mouseClick(page.pause_button, qtbot_button())  # resume
+    qtbot.waitUntil(lambda: page.checked["download"] is not None, timeout=20000)
+    resumed = server.requests_for("/tiny/text.gguf") + server.requests_for("/tiny/mmproj.gguf")
+    assert any(s.status == 206 for s in resumed)  # the file that was paused continued where it stopped
+    status = page.download_status.text()
+    assert "✓ tiny-text.gguf: SHA-256 checksum verified" in status and page.isComplete()
+    assert f"tiny-mmproj.gguf: <b>UNVERIFIED</b> — no published checksum to compare with (its SHA-256 is " \
+           f"{hashlib.sha256(mm).hexdigest()})" in status
+    assert "File 2 of 2" in page.progress_label.text() and page.progress_bar.value() == 1000
+    folder = home.models / "tiny"
+    assert (folder / "tiny-text.gguf").read_bytes() == text and (folder / "tiny-mmproj.gguf").read_bytes() == mm
+    shot(w, "6-choose-page-downloaded", tmp_path)
+
+    w.next()
+    assert w.currentPage() is w.finish_page and "tiny-text.gguf" in w.finish_page.summary.text()
+    shot(w, "7-finish-page", tmp_path)
+    with qtbot.waitSignal(w.setup_finished, timeout=10000) as blocker:
+        w.button(QWizard.WizardButton.FinishButton).click()
+    saved = blocker.args[0]
+    assert saved.setup_done and saved.text_model == str(folder / "tiny-text.gguf")
+    again = load_settings(home.settings_file).settings  # the next launch
+    assert again.setup_done and again.mmproj == str(folder / "tiny-mmproj.gguf") and not should_show_setup(again)
+    assert should_show_setup(Settings())
+
+
+def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, tiny_model_pair, tmp_path):
+    home = default_paths()
+    write_catalog(home.config.parent, server, tiny_model_pair, delay=0.04)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "tiny")
+    assert not page.unverified_box.isVisible()
+    qtbot.mouseClick(page.download_button, qtbot_button())
+    qtbot.waitUntil(lambda: "/s · " in page.progress_label.text() and " left" in page.progress_label.text(),
+                    timeout=10000)
+    shot(w, "9-choose-page-downloading", tmp_path)
+    qtbot.mouseClick(page.cancel_button, qtbot_button())
+    qtbot.waitUntil(lambda: "cancelled" in page.download_status.text(), timeout=10000)
+    folder = home.models / "tiny"
+    assert not folder.exists() or list(folder.iterdir()) == []
+    assert page.state == "idle" and page.download_button.isEnabled() and not page.isComplete()
+
+
+def test_closing_during_a_download_keeps_it_for_later(make_wizard, qtbot, server, tiny_model_pair):
+    home = default_paths()
+    write_catalog(home.config.parent, server, tiny_model_pair, delay=0.02)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "tiny")
+    qtbot.mouseClick(page.download_button, qtbot_button())
+    qtbot.waitUntil(lambda: " of " in page.progress_label.text(), timeout=10000)
+    w.reject()
+    part = home.models / "tiny" / "tiny-text.gguf.part"
+    qtbot.waitUntil(lambda: part.exists() and not any(t.is_alive() and t.name.startswith("deskhand-setup")
+                                                      for t in __import__("threading").enumerate()),
+                    timeout=10000)
+    assert not (home.models / "tiny" / "tiny-text.gguf").exists()
+    assert not load_settings(home.settings_file).settings.setup_done
+
+
+def test_an_entry_without_downloads_says_how_to_get_it(make_wizard, tmp_path):
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "holotron-12b")
+    assert "Deskhand cannot download this one" in page.entry_info.text()
+    assert "NVIDIA Open Model License" in page.entry_info.text() and not page.download_button.isEnabled()
+    assert page.how_label.isHidden()
+    page.entry_info.linkActivated.emit("#how")
+    assert not page.how_label.isHidden() and "convert_hf_to_gguf.py" in page.how_label.text()
+    shot(w, "8-choose-page-not-downloadable", tmp_path)
+
+
+def test_the_access_token_goes_to_the_keyring(make_wizard, qtbot, memory_keyring):
+    from app.core import secrets
+
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    qtbot.keyClicks(page.token_edit, "hf_wizardTOKEN")
+    qtbot.mouseClick(page.token_button, qtbot_button())
+    qtbot.waitUntil(lambda: "stored in the system keyring" in page.token_status.text(), timeout=5000)
+    assert memory_keyring.store[(secrets.SERVICE, secrets.HF_TOKEN)] == "hf_wizardTOKEN"
+    assert page.token_edit.text() == ""
+    settings_file = default_paths().settings_file
+    assert not settings_file.exists() or "hf_wizardTOKEN" not in settings_file.read_text()
+
+    import keyring
+    from keyring.backends import fail
+
+    keyring.set_keyring(fail.Keyring())
+    qtbot.keyClicks(page.token_edit, "hf_other")
+    qtbot.mouseClick(page.token_button, qtbot_button())
+    qtbot.waitUntil(lambda: "no secure secret store" in page.token_status.text(), timeout=5000)

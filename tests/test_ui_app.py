@@ -1,0 +1,344 @@
+"""The application around the widgets, offscreen or on Xvfb: settings round-trip and corrupt-file fallback, the
+history (list, replay, export, delete), the single-instance hand-over, the desktop entry, the icons, errors and
+the crash dialog, and the orderly quit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.core import events as ev
+from app.core.actions import Click, tool_call_of
+from app.core.errors import DeskhandError
+from app.core.paths import default_paths
+from app.core.recorder import Recorder, StepRecord, connect, list_runs
+from app.core.settings import Loaded, Settings, load_settings
+from app.ui.application import NO_TRAY, Application
+from app.ui.messages import CrashReporter, error_html
+from app.ui.settings_dialog import SettingsDialog
+from app.ui.single_instance import InstanceServer, send_to_running, server_name
+from tests.scripted_engine import ScriptedEngine
+from tests.ui_support import QT_MARKS, _point, delivered, screen_image
+
+pytestmark = QT_MARKS
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return default_paths(tmp_path / "home").ensure()
+
+
+@pytest.fixture
+def make_app(qtbot, paths):
+    made: list[Application] = []
+
+    def make(settings: Settings | None = None, warnings: tuple[str, ...] = (), **kw) -> Application:
+        kw.setdefault("tray", False)
+        kw.setdefault("hotkeys", False)
+        kw.setdefault("setup", False)
+        app = Application(paths, Loaded(settings or Settings(), warnings),
+                          engine_factory=kw.pop("engine_factory", lambda s: ScriptedEngine([])), **kw)
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.shutdown()
+
+
+# ------------------------------------------------------------------------------------ settings
+
+
+def test_settings_round_trip_through_the_dialog_and_the_file(qtbot, make_app, paths):
+    app = make_app(Settings(text_model="/m/text.gguf", mmproj="/m/mmproj.gguf"))
+    app.start()
+    app.open_settings()
+    d = app.settings_dialog
+    assert d is not None and d.text_model.text() == "/m/text.gguf"
+    d.gpu_layers.setValue(20)
+    d.context_size.setValue(16384)
+    d.tile_budget.setValue(6)
+    d.policy.setCurrentIndex(1)
+    d.step_limit.setValue(12)
+    d.quick.setText("<ctrl>+<shift>+<f9>")
+    d.settle_timeout.setValue(1.5)
+    d.retention.setValue(0)
+    d.private.setChecked(True)
+    d.monitor.setCurrentIndex(d.monitor.findData("all"))
+    d.buttons.button(d.buttons.StandardButton.Save).click()
+    qtbot.waitUntil(lambda: paths.settings_file.exists() and "Settings saved" in " ".join(app.main.info.texts()))
+    saved = load_settings(paths.settings_file)
+    assert saved.warnings == ()
+    expected = Settings(text_model="/m/text.gguf", mmproj="/m/mmproj.gguf", gpu_layers=20, context_size=16384,
+                        tile_budget=6, approval_policy="auto_approve_safe", step_limit=12,
+                        quick_task_hotkey="<ctrl>+<shift>+<f9>", settle_timeout_s=1.5, retention_days=0,
+                        private_mode=True, monitor="all")
+    assert saved.settings == expected == app.settings
+    assert "huggingface" not in paths.settings_file.read_text().lower()
+
+
+def test_invalid_values_are_not_saved(qtbot, paths):
+    d = SettingsDialog(Settings())
+    qtbot.addWidget(d)
+    got = []
+    d.saved.connect(got.append)
+    d.panic.setText("<ctrl>+<alt>+<space>")  # the same as the quick-task hotkey
+    d.quick.setText("k")
+    d.save()
+    assert (got == [] and d.isVisible() is False) or d.problem.isVisible()
+    assert "must differ" in d.problem.text() or "no modifier" in d.problem.text()
+    assert not paths.settings_file.exists()
+
+
+def test_a_corrupt_settings_file_falls_back_to_defaults_and_says_so(qtbot, make_app, paths):
+    paths.settings_file.write_text("{ not json", encoding="utf-8")
+    loaded = load_settings(paths.settings_file)
+    assert loaded.settings == Settings() and loaded.warnings
+    app = make_app(loaded.settings, loaded.warnings)
+    app.start()
+    assert any("could not be read" in t and "defaults" in t for t in app.main.info.texts())
+    app.open_settings()
+    assert app.settings_dialog.warning.isVisible() and "could not be read" in app.settings_dialog.warning.text()
+    kept = [p.name for p in paths.config.iterdir() if ".corrupt-" in p.name]
+    assert kept, "the unreadable file is kept aside"
+
+
+def test_unknown_settings_are_kept_and_reported(qtbot, make_app, paths):
+    paths.settings_file.write_text(json.dumps({"step_limit": 9, "from_the_future": 1}), encoding="utf-8")
+    loaded = load_settings(paths.settings_file)
+    app = make_app(loaded.settings, loaded.warnings)
+    app.start()
+    assert any("from_the_future" in t for t in app.main.info.texts())
+    app.save_settings(app.settings.replace(step_limit=10))
+    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.info.texts()))
+    assert json.loads(paths.settings_file.read_text()) == {"step_limit": 10, "from_the_future": 1}
+
+
+def test_the_access_token_goes_to_the_keyring_not_the_file(qtbot, make_app, paths, memory_keyring):
+    pytest.importorskip("app.core.secrets")
+    app = make_app()
+    app.start()
+    app.open_settings()
+    app.settings_dialog.token.setText("hf_secret_123")
+    app.settings_dialog.save()
+    qtbot.waitUntil(lambda: any(v == "hf_secret_123" for v in memory_keyring.store.values()))
+    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.info.texts()))
+    assert "hf_secret_123" not in (paths.settings_file.read_text() if paths.settings_file.exists() else "")
+
+
+def test_without_a_model_the_task_waits_and_setup_is_offered(qtbot, make_app):
+    app = make_app()
+    app.start()
+    assert any("No model is set up" in t for t in app.main.info.texts())
+    assert not app.start_task("Open the settings")
+    assert app.main.task_box.task() == "Open the settings"
+    assert not app.presenter.running
+
+
+def test_the_no_tray_notice_is_shown_once(qtbot, make_app, paths):
+    app = make_app(tray=True)
+    app.start()
+    if app.tray is not None:
+        pytest.skip("this display has a system tray")
+    assert NO_TRAY in app.main.info.texts()
+    qtbot.waitUntil(paths.settings_file.exists)
+    assert load_settings(paths.settings_file).settings.tray_notice_shown
+    again = make_app(load_settings(paths.settings_file).settings, tray=True)
+    again.start()
+    assert NO_TRAY not in again.main.info.texts()
+
+
+# ------------------------------------------------------------------------------------ history
+
+
+@pytest.fixture
+def recorded(paths):
+    rec = Recorder(paths.database, paths.runs)
+    done = rec.start_run("Sign in to the portal", "m", {}, False)
+    click = Click(_point(300, 190), "Sign in")
+    rec.add_step(done, StepRecord(1, image=screen_image((960, 540)), action=tool_call_of(click),
+                                  description="Click 'Sign in' at (300, 190) on monitor 1", decision="approve",
+                                  thought="The button is top left."))
+    rec.add_step(done, StepRecord(2, image=screen_image((960, 540)), action={"tool_name": "answer", "content": "ok"},
+                                  description="Finish", decision="reject", feedback="not yet"))
+    rec.finish_run(done, "answered", "ok", "The model finished the task.")
+    cut = rec.start_run("A run that was killed", "m", {}, False)
+    rec.close()
+    rec = Recorder(paths.database, paths.runs)
+    assert rec.mark_interrupted() == 1  # what the next start does
+    rec.close()
+    return done, cut
+
+
+def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recorded, tmp_path):
+    done, cut = recorded
+    app = make_app()
+    app.start()
+    app.open_history()
+    h = app.history
+    qtbot.waitUntil(lambda: h.table.rowCount() == 2)
+    statuses = {h.table.item(r, 0).text(): h.table.item(r, 2).text() for r in range(2)}
+    assert statuses == {"Sign in to the portal": "done", "A run that was killed": "interrupted"}
+    row = next(r for r in range(2) if h.table.item(r, 0).text() == "Sign in to the portal")
+    h.table.selectRow(row)
+    qtbot.waitUntil(lambda: len(h.steps) == 2)
+    assert "Click 'Sign in'" in h.step_title.text() and "Decision: approved" in h.step_detail.text()
+    assert h.view.marker() == pytest.approx(((300 + 0.5) / 1920 * 960, (190 + 0.5) / 1080 * 540), abs=0.01)
+    h.next_button.click()
+    assert "Decision: rejected — “not yet”" in h.step_detail.text() and h.view.marker() is None
+    h.export_to(done, tmp_path / "out")
+    qtbot.waitUntil(lambda: any("Exported to" in t for t in h.info.texts()))
+    folder = tmp_path / "out" / f"deskhand-run-{done}"
+    assert (folder / "run.json").exists() and len((folder / "steps.jsonl").read_text().splitlines()) == 2
+    h.delete(done)
+    qtbot.waitUntil(lambda: h.table.rowCount() == 1)
+    con = connect(paths.database)
+    assert [r["id"] for r in list_runs(con)] == [cut]
+    con.close()
+    assert not (paths.runs / str(done)).exists()
+
+
+def test_recent_tasks_come_from_the_record(qtbot, make_app, recorded):
+    app = make_app()
+    app.start()
+    qtbot.waitUntil(lambda: len(app.main.recent.menu().actions()) == 2)
+    assert [a.text() for a in app.main.recent.menu().actions()] == ["A run that was killed", "Sign in to the portal"]
+
+
+# ------------------------------------------------------------------------------------ single instance
+
+
+def send_from_another_process(name: str, message: dict) -> subprocess.Popen:
+    code = ("import json, sys; from PySide6.QtCore import QCoreApplication; app = QCoreApplication([]); "
+            "from app.ui.single_instance import send_to_running; "
+            f"sys.exit(0 if send_to_running({name!r}, json.loads(sys.argv[1])) else 3)")
+    return subprocess.Popen([sys.executable, "-c", code, json.dumps(message)], cwd=REPO)
+
+
+def test_a_second_launch_hands_its_task_to_the_first(qtbot, tmp_path, make_app):
+    name = server_name(str(tmp_path / "instance-home"))
+    assert name != server_name(str(tmp_path / "another-home")) and name == server_name(str(tmp_path / "instance-home"))
+    server = InstanceServer(name)
+    assert server.listen()
+    app = make_app()
+    app.start()
+    server.received.connect(app.handle_instance_message)
+    with qtbot.waitSignal(server.received, timeout=20000) as got:
+        client = send_from_another_process(name, {"cmd": "task", "task": "Open mail"})
+    qtbot.waitUntil(lambda: client.poll() is not None, timeout=20000)
+    assert client.returncode == 0 and got.args == [{"cmd": "task", "task": "Open mail"}]
+    assert app.main.task_box.task() == "Open mail"  # no model set: it waits in the box
+    stale = InstanceServer(name)
+    assert not stale.listen()  # the first instance still answers
+    server.close()
+    assert not send_to_running(name, {"cmd": "show"}, timeout_ms=300)
+    assert stale.listen()  # a socket left behind by a crash is taken over
+    stale.close()
+
+
+# ------------------------------------------------------------------------------------ desktop entry, icons
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    with Image.open(path) as im:
+        return im.size
+
+
+def test_install_desktop_entry_honours_xdg_data_home(tmp_path):
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    out = subprocess.run([str(REPO / ".venv/bin/deskhand"), "--install-desktop-entry"], env=env, capture_output=True,
+                         text=True, timeout=60, check=True)
+    entry = tmp_path / "data" / "applications" / "deskhand.desktop"
+    assert str(entry) in out.stdout
+    text = entry.read_text()
+    exec_line = next(line for line in text.splitlines() if line.startswith("Exec="))
+    assert exec_line == f"Exec={REPO / '.venv/bin/deskhand'}" and Path(exec_line[5:]).is_absolute()
+    assert "Icon=deskhand" in text and "Terminal=false" in text
+    for size in (16, 32, 48, 128, 256, 512):
+        icon = tmp_path / "data" / "icons" / "hicolor" / f"{size}x{size}" / "apps" / "deskhand.png"
+        assert image_size(icon) == (size, size)
+    assert (tmp_path / "data" / "icons" / "hicolor" / "scalable" / "apps" / "deskhand.svg").exists()
+    if subprocess.run(["which", "desktop-file-validate"], capture_output=True).returncode == 0:
+        subprocess.run(["desktop-file-validate", str(entry)], check=True)
+
+
+def test_the_committed_icons_match_what_the_script_makes(tmp_path):
+    icons = REPO / "resources" / "icons"
+    for size in (16, 22, 24, 32, 48, 64, 128, 256, 512):
+        assert image_size(icons / f"deskhand-{size}.png") == (size, size)
+    with Image.open(icons / "deskhand.ico") as ico:
+        assert set(ico.info["sizes"]) >= {(16, 16), (32, 32), (48, 48), (256, 256)}
+    assert image_size(icons / "deskhand.icns") == (1024, 1024)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    subprocess.run([sys.executable, str(icons / "generate.py"), str(tmp_path)], env=env, check=True, timeout=120,
+                   capture_output=True)
+    with Image.open(tmp_path / "deskhand-64.png") as fresh, Image.open(icons / "deskhand-64.png") as committed:
+        assert fresh.convert("RGBA").tobytes() == committed.convert("RGBA").tobytes()
+
+
+# ------------------------------------------------------------------------------------ errors and quitting
+
+
+def test_errors_read_as_what_happened_and_what_to_do():
+    html = error_html(DeskhandError("The model file is truncated.", "Download it again."))
+    assert html == "<b>The model file is truncated.</b><br>→ Download it again."
+    assert error_html("Stopped (by you).", "Stopped.") == "<b>Stopped.</b> Stopped (by you)."
+
+
+def test_a_failed_run_shows_the_error_and_what_to_do(qtbot, make_app):
+    app = make_app()
+    app.start()
+    app.presenter.begin(False)
+    app.presenter.on_delivered(delivered(ev.RunFinished(3, "failed", "", str(DeskhandError(
+        "The model ran out of memory.", "Lower the context size in Settings → Model.")), 0)))
+    text = app.main.info.texts()[-1]
+    assert "The task failed." in text and "ran out of memory" in text and "→ Lower the context size" in text
+    assert not app.presenter.running and app.main.start_button.isEnabled()
+
+
+def test_unexpected_exceptions_open_the_crash_dialog_with_the_log_path(qtbot, tmp_path):
+    log_path = tmp_path / "logs" / "deskhand.log"
+    reporter = CrashReporter(log_path)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        reporter.report(*sys.exc_info())
+    qtbot.waitUntil(lambda: reporter.dialog is not None and reporter.dialog.isVisible())
+    qtbot.addWidget(reporter.dialog)
+    texts = " ".join(w.text() for w in reporter.dialog.findChildren(type(reporter.dialog.findChild(
+        __import__("PySide6.QtWidgets", fromlist=["QLabel"]).QLabel))))
+    assert str(log_path) in texts and "RuntimeError: boom" in texts
+    assert "raise RuntimeError" in reporter.dialog.details.toPlainText()
+
+
+def test_worker_thread_crashes_reach_the_dialog_through_the_ui_thread(qtbot, tmp_path):
+    reporter = CrashReporter(tmp_path / "deskhand.log")
+    reporter.install()
+    try:
+        t = threading.Thread(target=lambda: 1 / 0)
+        t.start()
+        t.join()
+        qtbot.waitUntil(lambda: reporter.dialog is not None and reporter.dialog.isVisible())
+        qtbot.addWidget(reporter.dialog)
+        assert "ZeroDivisionError" in reporter.dialog.details.toPlainText()
+    finally:
+        reporter.uninstall()
+
+
+def test_quit_shuts_the_worker_down(qtbot, make_app):
+    app = make_app()
+    app.start()
+    thread = app.host.worker._thread
+    qtbot.waitUntil(thread.is_alive)
+    with qtbot.waitSignal(app.quit_done):
+        app.main.quit_requested.emit()
+    assert not thread.is_alive()
+    app.shutdown()  # twice is harmless

@@ -1,0 +1,205 @@
+"""End to end on a real X desktop (pytest-xvfb's display, where the test's QApplication lives, plus jwm): a real
+target window, real capture, real input through pynput, the approval dialog driven by the test, the model
+replaced by a scripted engine that records what it was given. Also the quick-task hotkey, sent with xdotool."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.core.paths import default_paths
+from app.core.recorder import connect, list_runs, run_steps
+from app.core.settings import Loaded, Settings
+from app.ui import placement
+from app.ui.application import Application
+from tests.desktop import Target, missing_tools
+from tests.scripted_engine import ScriptedEngine
+from tests.ui_support import QT_MARKS, colour_fraction, window_manager
+
+pytestmark = [*QT_MARKS, pytest.mark.xdisplay]
+BACKGROUND = (58, 95, 138)  # jwm's solid desktop colour (tests/desktop.py JWMRC)
+MARKER = (255, 45, 110)
+SETTINGS = Settings(text_model="scripted", mmproj="scripted", settle_timeout_s=1.0, step_limit=10)
+
+
+@pytest.fixture(scope="module")
+def desktop(private_x, tmp_path_factory):
+    if missing_tools("jwm", "xdotool", "xprop"):
+        pytest.skip("jwm, xdotool and xprop are needed")
+    with window_manager(private_x, tmp_path_factory.mktemp("wm")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def target(desktop):
+    t = Target(desktop, at=(200, 150))
+    yield t
+    t.close()
+
+
+class Seen:
+    """The target app's events, collected without blocking the Qt event loop (the worker waits on it)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target, self.all = target, []
+        target.drain()
+
+    def names(self) -> list[str]:
+        while True:
+            try:
+                self.all.append(self.target.events.get_nowait())
+            except queue.Empty:
+                return [e["event"] for e in self.all]
+
+
+def model(x: float, y: float) -> tuple[float, float]:
+    return (x + 0.5) / 1920 * 1000, (y + 0.5) / 1080 * 1000
+
+
+def click_at(target: Target, widget: str, element: str, dx: int = 0, dy: int = 0):
+    def call(obs):
+        x, y = target.centre(widget)
+        mx, my = model(x + dx, y + dy)
+        return {"tool_name": "click", "element": element, "x": mx, "y": my}
+    return call
+
+
+def write_at(target: Target, text: str):
+    def call(obs):
+        mx, my = model(*target.centre("edit"))
+        return {"tool_name": "write", "content": text, "clear": True, "x": mx, "y": my, "element": "name field"}
+    return call
+
+
+@pytest.fixture
+def make_app(qtbot, tmp_path):
+    made = []
+
+    def make(engine: ScriptedEngine, **kw) -> Application:
+        kw.setdefault("tray", False)
+        kw.setdefault("hotkeys", False)
+        app = Application(default_paths(tmp_path / "home").ensure(), Loaded(SETTINGS),
+                          engine_factory=lambda s: engine, setup=False, **kw)
+        app.main.setGeometry(1100, 120, 780, 640)  # beside the target window, over the bare desktop
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.shutdown()
+
+
+def wait_dialog(qtbot, app: Application, step: int):
+    qtbot.waitUntil(lambda: app.dialog.isVisible() and app.dialog.event_ is not None
+                    and app.dialog.event_.step == step, timeout=30000)
+    qtbot.wait(300)  # let the WM frame and place it; the test looks at where it is
+    return app.dialog.event_
+
+
+def test_a_run_approved_edited_rejected_and_stopped_in_the_dialog(qtbot, desktop, target, make_app, caplog):
+    rejection = "Type deskhand ok into the name field instead"
+    engine = ScriptedEngine([
+        click_at(target, "button", "Sign in"),
+        click_at(target, "list", "the pad"),  # aimed wrong: the user drags the marker onto the pad
+        write_at(target, "wrong words"),  # rejected with feedback
+        write_at(target, "deskhand ok"),
+        {"tool_name": "key", "keys": ["ctrl", "shift", "k"]},  # no target: the keys must reach the target app
+        click_at(target, "button", "Sign in"),  # stopped with Esc
+    ])
+    app = make_app(engine)
+    app.start()
+    seen = Seen(target)
+    qtbot.waitUntil(app.main.isVisible)
+    app.main.set_task("Sign in as deskhand")
+    qtbot.keyClick(app.main.task_box, Qt.Key.Key_Return)
+
+    # step 1: the marker is on the real target, click-through; the dialog keeps clear of it; Enter approves
+    e = wait_dialog(qtbot, app, 1)
+    bx, by = target.centre("button")
+    assert e.target_screen == (bx, by)
+    assert app.overlay.isVisible() and app.overlay.centre_global().toTuple() == (bx, by)
+    frame = app.dialog.frameGeometry()
+    assert not placement.Rect(frame.x(), frame.y(), frame.width(), frame.height()).intersects(
+        placement.keep_out([(bx, by)], 60))
+    desktop.run("xdotool", "mousemove", str(bx), str(by), "click", "1")  # through the marker onto the button
+    qtbot.waitUntil(lambda: seen.names().count("clicked") == 1, timeout=5000)
+    qtbot.keyClick(app.dialog, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: seen.names().count("clicked") == 2, timeout=15000)
+
+    # step 2: drag the marker in the dialog's screenshot onto the pad, approve the edit
+    e = wait_dialog(qtbot, app, 2)
+    view = app.dialog.view
+    px, py = target.centre("pad")
+    start, end = view.to_widget(*e.target_pixels).toPoint(), view.to_widget(px + 0.5, py + 0.5).toPoint()
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=start)
+    qtbot.mouseMove(view, end)
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=end)
+    assert app.dialog.edit_button.isChecked()
+    assert app.overlay.centre_global().toTuple() == pytest.approx((px, py), abs=4)  # the marker followed
+    app.dialog.approve_button.click()
+    qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=15000)
+
+    # step 3: reject with a sentence; step 4 arrives with that sentence in the model's feedback
+    wait_dialog(qtbot, app, 3)
+    qtbot.keyClicks(app.dialog.feedback, rejection)
+    qtbot.keyClick(app.dialog.feedback, Qt.Key.Key_Return)
+    wait_dialog(qtbot, app, 4)
+    assert engine.feedback[3] == f"The user rejected this action: {rejection}"
+    app.dialog.approve_button.click()
+    qtbot.waitUntil(lambda: target.state()["text"] == "deskhand ok", timeout=15000)
+
+    # step 5: a key combination without a target goes to the application Deskhand acts on, not to Deskhand
+    wait_dialog(qtbot, app, 5)
+    app.dialog.approve_button.click()
+    qtbot.waitUntil(lambda: "shortcut" in seen.names(), timeout=15000)
+
+    # step 6: Esc stops the run; the model is not asked again
+    wait_dialog(qtbot, app, 6)
+    with qtbot.waitSignal(app.presenter.finished, timeout=15000) as finished:
+        qtbot.keyClick(app.dialog, Qt.Key.Key_Escape)
+    assert finished.args[0].outcome == "stopped"
+    assert len(engine.seen) == 6 and not app.overlay.isVisible() and not app.dialog.isVisible()
+    assert seen.names().count("clicked") == 2  # the stopped click was not performed
+    assert app.main.steps.decisions() == {1: "approved", 2: "edited", 3: f"rejected: “{rejection}”",
+                                          4: "approved", 5: "approved", 6: "waiting for you"}
+
+    # nothing of Deskhand in what the model saw: not the main window, not the dialog, not the marker
+    main = app.main.frameGeometry()
+    box = (main.x(), main.y(), main.right(), main.bottom())
+    for i, s in enumerate(engine.seen, start=1):
+        assert s.image.size == (1920, 1080)
+        assert colour_fraction(s.image, box, BACKGROUND) > 0.98, f"step {i}: Deskhand's window was captured"
+        assert colour_fraction(s.image, (0, 0, 1920, 1080), MARKER, tol=20) == 0, f"step {i}: the marker"
+    assert app.hider.hides >= 6
+    assert not [r.getMessage() for r in caplog.records if r.name == "deskhand.ui.hider"]  # always really gone
+
+    con = connect(app.paths.database)
+    run = list_runs(con)[0]
+    decisions = [s["decision"] for s in run_steps(con, run["id"])]
+    con.close()
+    assert run["status"] == "stopped" and decisions == ["approve", "edit", "reject", "approve", "approve", "stop"]
+
+
+def test_the_quick_task_hotkey_opens_the_box_from_anywhere(qtbot, desktop, target, make_app):
+    engine = ScriptedEngine([{"tool_name": "answer", "content": "Nothing to do."}])
+    app = make_app(engine, hotkeys=True)
+    app.start()
+    assert app.hotkey is not None
+    qtbot.waitUntil(app.hotkey.ready.is_set, timeout=10000)
+    desktop.run("xdotool", "mousemove", *map(str, target.centre("swatch")), "click", "1")  # focus elsewhere
+    started = time.monotonic()
+    desktop.run("xdotool", "key", "ctrl+alt+space")
+    qtbot.waitUntil(app.quick.isVisible, timeout=5000)
+    latency = time.monotonic() - started
+    qtbot.waitUntil(app.quick.isActiveWindow, timeout=5000)
+    desktop.run("xdotool", "type", "--delay", "20", "say hello")  # real key events into the box
+    qtbot.waitUntil(lambda: app.quick.line.text() == "say hello", timeout=5000)
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000) as finished:
+        desktop.run("xdotool", "key", "Return")
+    assert finished.args[0].outcome == "answered" and engine.seen[0].task == "say hello"
+    assert latency < 2.0
+    app.hotkey.stop()
+    assert not app.hotkey.ready.is_set()

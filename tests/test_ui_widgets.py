@@ -1,0 +1,257 @@
+"""The UI's widgets with real Qt (offscreen or xcb): the approval dialog's answers, its placement, the task box,
+the main window's rendering of a run, the streamed thought, the hotkey syntax. No desktop needed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from app.core import events as ev
+from app.core.actions import AskUser, Click, Drag, KeyPress, Point, Write
+from app.core.approval import Decision
+from app.engine.base import EngineInfo
+from app.ui import placement
+from app.ui.approval_dialog import ApprovalDialog
+from app.ui.hotkeys import hotkey_problem
+from app.ui.main_window import MainWindow
+from app.ui.stream_text import readable, tool_name
+from tests.ui_support import QT_MARKS, _point, delivered, proposed
+
+pytestmark = QT_MARKS
+
+
+@pytest.fixture
+def dialog(qtbot):
+    d = ApprovalDialog()
+    qtbot.addWidget(d)
+    got: list[tuple[int, Decision]] = []
+    d.decided.connect(lambda step, decision: got.append((step, decision)))
+    d.got = got  # type: ignore[attr-defined]
+    return d
+
+
+def present(qtbot, dialog, event, auto=False):
+    dialog.present(delivered(event), auto)
+    qtbot.waitUntil(dialog.isVisible)
+    return event
+
+
+# ------------------------------------------------------------------------------------ placement (pure)
+
+AREA = placement.Rect(0, 0, 1920, 1050)
+
+
+@pytest.mark.parametrize("target", [(20, 20), (960, 540), (1900, 1040), (300, 1000), (1700, 100), (960, 10)])
+def test_the_dialog_never_covers_the_target(target):
+    avoid = placement.keep_out([target], 90)
+    r = placement.place(AREA, (800, 700), avoid)
+    assert not r.intersects(avoid)
+    assert r.x >= 0 and r.y >= 0 and r.right <= AREA.right and r.bottom <= AREA.bottom
+    assert (r.w, r.h) == (800, 700)
+
+
+def test_on_a_small_screen_it_shrinks_rather_than_cover_the_target():
+    area = placement.Rect(0, 0, 1280, 720)
+    avoid = placement.keep_out([(640, 360)], 90)
+    r = placement.place(area, (800, 700), avoid, minimum=(520, 460))
+    assert not r.intersects(avoid) and r.w >= 520 and r.h >= 460
+
+
+def test_a_drag_keeps_both_ends_clear():
+    avoid = placement.keep_out([(100, 500), (1500, 520)], 90)
+    r = placement.place(AREA, (800, 700), avoid, minimum=(480, 300))
+    assert not r.intersects(avoid)
+    assert not r.contains(100, 500) and not r.contains(1500, 520)
+
+
+# ------------------------------------------------------------------------------------ the approval dialog
+
+
+def test_enter_approves_and_the_dialog_shows_what_the_model_said(qtbot, dialog):
+    e = present(qtbot, dialog, proposed(3, note="Signed out", thought="The Sign in button is top left."))
+    assert dialog.description.text() == "Click 'Sign in' at (300, 190) on monitor 1"
+    assert "Sign in button is top left" in dialog.reasoning.toPlainText()
+    assert "Note: Signed out" in dialog.reasoning.toPlainText()
+    assert dialog.view.marker() == pytest.approx(e.target_pixels)
+    assert not dialog.risk.isVisible()
+    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)
+    assert dialog.got == [(3, Decision("approve"))]
+    assert not dialog.isVisible()
+
+
+def test_dragging_the_marker_edits_the_target_in_model_space(qtbot, dialog):
+    e = present(qtbot, dialog, proposed(1))
+    view = dialog.view
+    start = view.to_widget(*e.target_pixels)
+    end = view.to_widget(700.0, 400.0)
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=start.toPoint())
+    qtbot.mouseMove(view, end.toPoint())
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=end.toPoint())
+    assert dialog.edit_button.isChecked()
+    px, py = view.marker()
+    assert abs(px - 700) < 3 and abs(py - 400) < 3  # one widget pixel is ~2.5 screenshot pixels here
+    dialog.approve_button.click()
+    (_, decision), = dialog.got
+    assert decision.kind == "edit" and isinstance(decision.action, Click)
+    expected = Point((math.floor(px) + 0.5) / 1920 * 1000, (math.floor(py) + 0.5) / 1080 * 1000)
+    assert decision.action.point == pytest.approx(expected)
+    assert decision.action.element == "Sign in"
+
+
+def test_arrow_keys_nudge_the_marker_one_pixel(qtbot, dialog):
+    e = present(qtbot, dialog, proposed(1))
+    dialog.edit_button.click()
+    qtbot.keyClick(dialog.view, Qt.Key.Key_Right)
+    qtbot.keyClick(dialog.view, Qt.Key.Key_Down, Qt.KeyboardModifier.ShiftModifier)
+    assert dialog.view.marker() == pytest.approx((e.target_pixels[0] + 1, e.target_pixels[1] + 10))
+
+
+def test_editing_the_text_to_type(qtbot, dialog):
+    present(qtbot, dialog, proposed(2, Write("helo wrld", point=_point(400, 300))))
+    assert dialog.text.isReadOnly()
+    dialog.edit_button.click()
+    dialog.text.setText("hello world")
+    qtbot.keyClick(dialog.text, Qt.Key.Key_Return)
+    (_, decision), = dialog.got
+    assert decision.kind == "edit" and decision.action.text == "hello world"
+    assert decision.action.point == _point(400, 300)  # the target did not move
+
+
+def test_reject_sends_the_users_sentence(qtbot, dialog):
+    present(qtbot, dialog, proposed(4))
+    qtbot.keyClicks(dialog.feedback, "Use the search box instead")
+    qtbot.keyClick(dialog.feedback, Qt.Key.Key_Return)
+    assert dialog.got == [(4, Decision("reject", feedback="Use the search box instead"))]
+
+
+def test_esc_and_closing_stop_the_run(qtbot, dialog):
+    present(qtbot, dialog, proposed(5))
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    present(qtbot, dialog, proposed(6))
+    dialog.close()
+    assert dialog.got == [(5, Decision("stop")), (6, Decision("stop"))]
+
+
+def test_skip_and_the_auto_approve_switch(qtbot, dialog):
+    present(qtbot, dialog, proposed(7), auto=False)
+    dialog.auto.setChecked(True)
+    dialog.skip_button.click()
+    assert dialog.got == [(7, Decision("skip", auto_approve_safe=True))]
+    present(qtbot, dialog, proposed(8), auto=True)
+    dialog.approve_button.click()  # unchanged switch: nothing to tell the run
+    assert dialog.got[-1] == (8, Decision("approve"))
+
+
+def test_risky_actions_say_why(qtbot, dialog):
+    present(qtbot, dialog, proposed(9, KeyPress(("ctrl", "w")), risky=True,
+                                    reason="Risky: ctrl+w closes a window. Risky actions are always asked about."))
+    assert dialog.risk.isVisible() and "closes a window" in dialog.risk.text()
+    assert not dialog.edit_button.isEnabled()  # nothing to move or retype in a key press
+
+
+def test_a_question_from_the_model_is_answered_in_the_dialog(qtbot, dialog):
+    present(qtbot, dialog, proposed(10, AskUser("Which account?")))
+    assert dialog.approve_button.text().startswith("Answer")
+    qtbot.keyClicks(dialog.text, "the work one")
+    qtbot.keyClick(dialog.text, Qt.Key.Key_Return)
+    assert dialog.got == [(10, Decision("answer", feedback="the work one"))]
+
+
+def test_a_drag_moves_with_its_vector(qtbot, dialog):
+    present(qtbot, dialog, proposed(11, Drag(_point(300, 300), _point(600, 300), "file")))
+    dialog.edit_button.click()
+    qtbot.keyClick(dialog.view, Qt.Key.Key_Down, Qt.KeyboardModifier.ShiftModifier)
+    dialog.approve_button.click()
+    action = dialog.got[0][1].action
+    assert isinstance(action, Drag)
+    assert action.end.x - action.start.x == pytest.approx(_point(600, 300).x - _point(300, 300).x)
+
+
+def test_the_dialog_is_placed_clear_of_the_target(qtbot, dialog):
+    for target in ((300, 190), (1700, 900), (960, 540)):
+        e = proposed(1, Click(_point(*target), "x"))
+        present(qtbot, dialog, e)
+        frame = dialog.frameGeometry()
+        box = placement.keep_out([target], 60)
+        assert not placement.Rect(frame.x(), frame.y(), frame.width(), frame.height()).intersects(box), frame
+        dialog.stop()
+
+
+# ------------------------------------------------------------------------------------ the main window
+
+
+@pytest.fixture
+def window(qtbot):
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+def test_enter_starts_and_shift_enter_breaks_the_line(qtbot, window):
+    box = window.task_box
+    qtbot.keyClicks(box, "Open the")
+    qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(box, "settings")
+    with qtbot.waitSignal(window.start_requested) as started:
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+    assert started.args == ["Open the\nsettings"]
+
+
+def test_recent_tasks_fill_the_box(qtbot, window):
+    window.set_recent(["Open the downloads folder", "Empty the trash"])
+    window.recent.menu().actions()[1].trigger()
+    assert window.task_box.task() == "Empty the trash"
+
+
+def test_a_run_renders_in_the_step_list_and_the_status_line(qtbot, window):
+    events = [
+        ev.RunStarted(1, "Sign in"),
+        ev.ModelLoading(1, 0.5, "text model"),
+        ev.ModelLoaded(1, EngineInfo("Holotron 12B", "GPU: NVIDIA H200", True, 32768)),
+        ev.TokensStreamed(1, 1, '{"note": null, "thought": "The button'),
+    ]
+    for e in events:
+        window.render_event(delivered(e))
+    qtbot.waitUntil(lambda: window.thought.toPlainText() == "The button")
+    window.render_event(delivered(proposed(1)))
+    window.render_event(delivered(ev.StepDecided(1, 1, "approve", "")))
+    window.render_event(delivered(ev.StepExecuted(1, 1, "Click", (300, 190), 0.25)))
+    window.render_event(delivered(proposed(2, Write("hi"))))
+    window.render_event(delivered(ev.StepDecided(1, 2, "reject", "not there")))
+    assert window.steps.decisions() == {1: "approved", 2: "rejected: “not there”"}
+    assert window.steps.row(1).text(3) == "think 1.2 s\nact 0.2 s"
+    assert window.device_label.text() == "GPU: NVIDIA H200" and window.model_label.text() == "Holotron 12B"
+    assert window.speed_label.text() == "80 tokens/s" and window.latency_label.text() == "step 1.2 s"
+    assert not window.steps.row(1).icon(1).isNull()  # the thumbnail
+    assert window.live.marker() is None  # step 2 types without a target
+
+
+def test_marker_geometry_round_trips(qtbot, window):
+    view = window.live
+    window.render_event(delivered(proposed(1)))
+    view.resize(800, 450)
+    for px, py in ((0.0, 0.0), (959.5, 539.5), (1919.0, 1079.0)):
+        back = view.to_pixels(QPointF(view.to_widget(px, py)))
+        assert back == pytest.approx((px, py), abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------ pure helpers
+
+
+def test_the_streamed_answer_reads_as_words():
+    assert readable('{"note": "Saw a pop') == "Note: Saw a pop"
+    raw = '{"note": null, "thought": "Click \\"OK\\"\\nthen wait", "tool_call": {"tool_name": "cli'
+    assert readable(raw) == 'Click "OK"\nthen wait\n\nChoosing the action…'
+    assert readable('{"thought": "caf\\u00e9') == "café" and readable('{"thought": "x\\u00e') == "x"
+    assert tool_name(raw + 'ck"') == "click"
+
+
+@pytest.mark.parametrize("spec, ok", [("<ctrl>+<alt>+<space>", True), ("<shift>+<esc>", True), ("<f9>", True),
+                                      ("<ctrl>+k", True), ("k", False), ("<ctrl>+<alt>", False),
+                                      ("<ctrl>+<spacebar>", False), ("ctrl+k", False), ("", False),
+                                      ("<ctrl>++k", False)])
+def test_hotkey_syntax(spec, ok):
+    assert (hotkey_problem(spec) == "") is ok
