@@ -14,24 +14,15 @@ from app.core.paths import default_paths
 from app.core.recorder import connect, list_runs, run_steps
 from app.core.settings import Settings
 from app.core.worker import AgentWorker
-from tests.desktop import Target, desktop_session
 from tests.engine_helpers import compact_profile, make_engine
 
 pytestmark = [pytest.mark.model, pytest.mark.xdisplay]
 
 
-@pytest.fixture(scope="module")
-def desktop(tmp_path_factory):
-    """A private Xvfb + jwm with a real window on it: something to look at (an empty X screen is black,
-    which the capture refuses as a locked or sleeping screen)."""
-    for server in desktop_session(tmp_path_factory):
-        target = Target(server)
-        yield server
-        target.close()
-
-
 @pytest.fixture
-def rig(desktop, tiny_model_pair, tmp_path):
+def rig(target, tiny_model_pair, tmp_path):
+    """The target window gives the screen something to show: an empty X screen is black, which the capture
+    refuses as a locked or sleeping screen."""
     prof = compact_profile(tmp_path)
     paths = default_paths(tmp_path / "home").ensure()
     got: queue.Queue[ev.Event] = queue.Queue()

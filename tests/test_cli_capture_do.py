@@ -10,21 +10,9 @@ import pytest
 from PIL import Image
 
 from app.core.geometry import Monitor, input_to_model
-from tests.desktop import REPO, Target, desktop_session
+from tests.desktop import REPO, Target
 
 pytestmark = pytest.mark.xdisplay
-
-
-@pytest.fixture(scope="module")
-def desktop(private_x, tmp_path_factory):
-    yield from desktop_session(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def target(desktop):
-    t = Target(desktop)
-    yield t
-    t.close()
 
 
 def deskhand(desktop, *args: str, stdin: str = "", env: dict[str, str] | None = None):

@@ -14,7 +14,7 @@ from app.core.cancel import CancelToken
 from app.core.errors import ActionError, Cancelled
 from app.core.executor import DryRunExecutor
 from app.core.geometry import Layout, Monitor
-from tests.desktop import Target, desktop_session, missing_tools, pointer_state, pressed_keys
+from tests.desktop import Target, missing_tools, pointer_state, pressed_keys
 
 TWO = Layout((Monitor.of(1, 0, 0, 1920, 1080, primary=True), Monitor.of(2, 1920, 0, 1280, 1024)))
 
@@ -92,18 +92,6 @@ def test_a_stopped_token_performs_nothing():
 # ------------------------------------------------------------------------------------ real input (X11)
 
 xdisplay = pytest.mark.xdisplay
-
-
-@pytest.fixture(scope="module")
-def desktop(private_x, tmp_path_factory):
-    yield from desktop_session(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def target(desktop):
-    t = Target(desktop)
-    yield t
-    t.close()
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,9 @@ import pytest
 from tests.fixtures import gguf_models as gm
 from tests.fixtures.gguf_models import ModelPair
 
-if TYPE_CHECKING:  # imported for real by pytest_plugins, which must come first (assert rewriting)
+if TYPE_CHECKING:  # the fixtures come from the plugin tests/conftest.py registers
     from tests.fixtures.model_plugin import ModelFactory
 
-pytest_plugins = ["tests.fixtures.model_plugin"]
 pytestmark = pytest.mark.model
 
 N_THREADS = 2

@@ -12,7 +12,7 @@ from app.core.actions import Move, Point, Write
 from app.core.cancel import CancelToken
 from app.core.errors import Cancelled
 from app.core.stops import InjectedEvents, StopsConfig, UserInputDetected
-from tests.desktop import Target, desktop_session, pointer_state, pressed_keys, wait_until, xdotool
+from tests.desktop import pointer_state, pressed_keys, wait_until, xdotool
 
 pytestmark = pytest.mark.xdisplay
 LONG = "abcdefghij" * 200  # about 4 s of typing
@@ -26,18 +26,6 @@ def test_the_ledger_tells_announced_events_from_others():
     assert ledger.claim("move", (11, 21))  # pynput may round by a pixel on some platforms
     assert not ledger.claim("move", (10, 20))  # each announcement is claimed once
     assert not ledger.claim("key", True) and ledger.claim("key", False)
-
-
-@pytest.fixture(scope="module")
-def desktop(private_x, tmp_path_factory):
-    yield from desktop_session(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def target(desktop):
-    t = Target(desktop)
-    yield t
-    t.close()
 
 
 @pytest.fixture(scope="module")
