@@ -109,3 +109,58 @@ def test_no_model_set_up_fails_with_what_to_do(rig):
     done = _next(got, ev.RunFinished)
     assert isinstance(done, ev.RunFinished) and done.outcome == "failed"
     assert "No model is set up yet" in done.message and "Settings" in done.message
+
+
+class SlowPrefetch:
+    """The scripted model with a prefetch that takes long unless it is told to yield (a CPU-only user)."""
+
+    def __init__(self, script):
+        from tests.scripted_engine import ScriptedEngine
+
+        self.inner = ScriptedEngine(script)
+        self.prefetch_ended = 0.0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def prepare_next(self, task, history, token) -> float:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not token.cancelled:
+            time.sleep(0.01)
+        self.prefetch_ended = time.monotonic()
+        return 0.0
+
+
+@pytest.fixture
+def scripted_rig(target, tmp_path):
+    paths = default_paths(tmp_path / "home").ensure()
+    got: queue.Queue[ev.Event] = queue.Queue()
+    holder: dict[str, SlowPrefetch] = {}
+    script = [{"tool_name": "ask_user", "question": "Which account?"},
+              {"tool_name": "click", "element": "Sign in", "x": 100, "y": 100, "button": "left", "count": 1},
+              {"tool_name": "click", "element": "Sign in", "x": 120, "y": 100, "button": "left", "count": 1}]
+
+    def factory(settings):
+        holder["engine"] = SlowPrefetch(list(script))
+        return holder["engine"]
+
+    worker = AgentWorker(paths, got.put, engine_factory=factory, dry_run=True).start()
+    yield worker, got, holder
+    worker.shutdown()
+
+
+def test_a_question_from_the_model_waits_for_the_answer_and_stop_interrupts_the_prefetch(scripted_rig):
+    worker, got, holder = scripted_rig
+    assert worker.start_task("Sign in", Settings(text_model="m.gguf", mmproj="p.gguf", step_limit=5))
+    asked = _next(got, ev.StepProposed)
+    assert isinstance(asked, ev.StepProposed) and asked.needs_decision and "question" in asked.reason
+    assert worker.decide(1, Decision("answer", feedback="The work account"))
+    proposed = _next(got, ev.StepProposed)
+    assert isinstance(proposed, ev.StepProposed) and proposed.step == 2
+    assert holder["engine"].feedback[1] == "The user answered: The work account"
+    time.sleep(0.3)  # the slow prefetch of step 3 is under way now
+    stopped_at = time.monotonic()
+    worker.stop()
+    done = _next(got, ev.RunFinished, timeout=10)
+    assert isinstance(done, ev.RunFinished) and done.outcome == "stopped" and done.message == "Stopped by you."
+    assert holder["engine"].prefetch_ended - stopped_at < 1.0  # Stop did not wait for the prefetch

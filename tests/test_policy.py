@@ -30,8 +30,21 @@ def test_safe_input_is_auto_approved_only_when_the_user_allows_it():
 
 
 def test_actions_without_input_need_no_approval():
-    for action in (Answer("done"), AskUser("Which account?"), Wait(2)):
+    for action in (Answer("done"), Wait(2)):
         assert decide(action, ASK).kind == "auto"
+
+
+def test_a_question_from_the_model_always_reaches_the_user():
+    for config in (ASK, AUTO):
+        verdict = decide(AskUser("Which account?"), config)
+        assert verdict.kind == "ask" and "question" in verdict.reason
+
+
+def test_keys_for_an_unknown_window_are_never_auto_approved():
+    """Without the receiving window the shell rules cannot fire: `find ~ -delete` + Enter must ask."""
+    for action in (Write("find ~ -delete", press_enter=True), Write("hello"), KeyPress(("ctrl", "v"))):
+        assert decide(action, AUTO, (), None).kind == "ask", action
+    assert decide(Click(P, "Search"), AUTO, (), None).kind == "auto"
 
 
 @pytest.mark.parametrize("element", ["Send", "Delete account", "Pay now", "Place order", "Close", "Sign out", "×"])
@@ -59,8 +72,8 @@ def test_delete_keys_are_risky_after_a_selection_only():
     assert decide(KeyPress(("backspace",)), AUTO, [KeyPress(("shift", "end"))]).risky
     assert decide(KeyPress(("backspace",)), AUTO, [Click(P, count=2)]).risky
     assert decide(KeyPress(("delete",)), AUTO, [Click(P, "report.pdf")]).risky  # a click selects a file
-    assert decide(KeyPress(("backspace",)), AUTO, [Click(P, "Name field")]).kind == "auto"
-    assert decide(KeyPress(("backspace",)), AUTO, [Write("abc")]).kind == "auto"
+    assert decide(KeyPress(("backspace",)), AUTO, [Click(P, "Name field")], EDITOR).kind == "auto"
+    assert decide(KeyPress(("backspace",)), AUTO, [Write("abc")], EDITOR).kind == "auto"
 
 
 def test_enter_after_typing_into_a_sending_context_is_risky():
@@ -69,13 +82,13 @@ def test_enter_after_typing_into_a_sending_context_is_risky():
     typed = Write("Thanks!")
     assert decide(KeyPress(("enter",)), AUTO, [Click(P, "Reply"), typed], EDITOR).risky
     assert decide(Write("weather berlin", press_enter=True, element="Search box"), AUTO, (), EDITOR).kind == "auto"
-    assert decide(Write("no enter", element="Message"), AUTO).kind == "auto"
+    assert decide(Write("no enter", element="Message"), AUTO, (), EDITOR).kind == "auto"
 
 
 def test_typing_into_password_fields_is_risky():
     assert decide(Write("hunter2", element="Password"), AUTO).risky
     assert decide(Write("1234"), AUTO, [Click(P, "PIN code")]).risky
-    assert decide(Write("ana@example.com", element="Email address"), AUTO).kind == "auto"
+    assert decide(Write("ana@example.com", element="Email address"), AUTO, (), EDITOR).kind == "auto"
 
 
 def test_shell_like_windows_and_dangerous_commands_are_risky():
@@ -98,7 +111,7 @@ def test_the_panic_hotkey_and_session_killers_are_refused():
     assert verdict.kind == "refuse" and "panic hotkey" in verdict.reason
     custom = PolicyConfig(auto_approve=True, panic_hotkey="<ctrl>+<alt>+h")
     assert decide(KeyPress(("ctrl", "alt", "h")), custom).kind == "refuse"
-    assert decide(KeyPress(("shift", "esc")), custom).kind == "auto"
+    assert decide(KeyPress(("shift", "esc")), custom, (), EDITOR).kind == "auto"
     assert decide(KeyPress(("ctrl", "alt", "backspace")), AUTO).kind == "refuse"
 
 

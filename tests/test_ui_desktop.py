@@ -95,7 +95,9 @@ def make_app(qtbot, tmp_path):
 def wait_dialog(qtbot, app: Application, step: int):
     qtbot.waitUntil(lambda: app.dialog.isVisible() and app.dialog.event_ is not None
                     and app.dialog.event_.step == step, timeout=30000)
-    qtbot.wait(300)  # let the WM frame and place it; the test looks at where it is
+    # let the WM frame and place it (the test looks at where it is), and let the moment pass in which the
+    # dialog ignores Enter (a key meant for another window must not approve a step nobody has seen)
+    qtbot.wait(int(app.dialog.ENTER_DELAY_S * 1000) + 100)
     return app.dialog.event_
 
 

@@ -76,6 +76,9 @@ def test_enter_approves_and_the_dialog_shows_what_the_model_said(qtbot, dialog):
     assert "Note: Signed out" in dialog.reasoning.toPlainText()
     assert dialog.view.marker() == pytest.approx(e.target_pixels)
     assert not dialog.risk.isVisible()
+    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)  # at once: an Enter meant for another window
+    assert dialog.got == [] and dialog.isVisible()
+    qtbot.wait(int(dialog.ENTER_DELAY_S * 1000) + 50)
     qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)
     assert dialog.got == [(3, Decision("approve"))]
     assert not dialog.isVisible()
@@ -149,6 +152,11 @@ def test_risky_actions_say_why(qtbot, dialog):
                                     reason="Risky: ctrl+w closes a window. Risky actions are always asked about."))
     assert dialog.risk.isVisible() and "closes a window" in dialog.risk.text()
     assert not dialog.edit_button.isEnabled()  # nothing to move or retype in a key press
+    qtbot.wait(int(dialog.ENTER_DELAY_S * 1000) + 50)
+    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)  # a risky step takes a click
+    assert dialog.got == [] and dialog.approve_button.text() == "Approve"
+    qtbot.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
+    assert dialog.got == [(9, Decision("approve"))]
 
 
 def test_a_question_from_the_model_is_answered_in_the_dialog(qtbot, dialog):

@@ -19,7 +19,7 @@ from PIL import Image
 from app.core import events as ev
 from app.core.actions import Action, Answer, AskUser, Wait, target_of, tool_call_of
 from app.core.approval import Decision, DecisionGate
-from app.core.cancel import CancelToken
+from app.core.cancel import AnyOf, CancelToken
 from app.core.capture import CaptureConfig, Screenshot, StaleTargetError
 from app.core.errors import ActionError, Cancelled, DeskhandError, ProposalError
 from app.core.executor import Executor, Outcome
@@ -103,8 +103,8 @@ class Run:
 
     def wait_paused(self, reason: str) -> bool:
         """Pause until the user resumes (True) or stops (False)."""
+        self.gate.open(PAUSE_STEP)  # before the event: a Resume that follows it at once must not be lost
         self.publish(ev.RunPaused(self.run_id, reason))
-        self.gate.open(PAUSE_STEP)
         decision = self.gate.wait(PAUSE_STEP, self.token)
         self.pause.clear()
         if decision.kind == "stop" or self.token.cancelled:
@@ -129,7 +129,7 @@ class Run:
             return self.finish("step_limit", "", f"Stopped after {self.cfg.step_limit} steps (the step limit). "
                                "Raise it in Settings if the task needs more.", step - 1)
         except Cancelled as exc:
-            return self.finish("stopped", "", f"Stopped ({exc or 'by you'}).", step - 1)
+            return self.finish("stopped", "", stopped_message(exc), step - 1)
         except DeskhandError as exc:
             return self.finish("failed", "", str(exc), step - 1)
 
@@ -186,8 +186,12 @@ class Run:
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
                          self.proposed, st.shot.target_window(action))
+        if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
+            verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
         self.proposed.append(action)
         rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky)
+        if verdict.kind == "ask":
+            self.gate.open(st.n)  # before the event: a decision that follows it at once must not be lost
         self.publish(self.proposed_event(st, p, description, screen_point, verdict))
         if verdict.kind == "refuse":
             self.history.append(PastStep(obs, p.raw))
@@ -200,11 +204,10 @@ class Run:
         return self.apply(st, obs, p, decision, rec, auto=verdict.kind == "auto")
 
     def ask(self, st: _Step, obs: Observation, p: Proposal) -> Decision:
-        self.gate.open(st.n)
         if self.cfg.prefetch:
             prefetch = getattr(self.engine, "prepare_next", None)
-            if prefetch is not None:
-                prefetch(self.task, [*self.history, PastStep(obs, p.raw)], self.gate.interrupt)
+            if prefetch is not None:  # yields to the decision, and to Stop / the panic hotkey / the corner
+                prefetch(self.task, [*self.history, PastStep(obs, p.raw)], AnyOf(self.gate.interrupt, self.token))
         return self.gate.wait(st.n, self.token)
 
     def proposed_event(self, st: _Step, p: Proposal, description: str, screen_point: tuple[int, int] | None,
@@ -234,8 +237,11 @@ class Run:
             self.record(final)
             return f"The user rejected this action: {d.feedback or '(no reason given)'}"
         action = d.action if (d.kind == "edit" and d.action is not None) else p.action
-        if d.kind == "edit":
-            final = replace(final, edited_action=tool_call_of(action))
+        if d.kind == "edit":  # the record judges what is performed, not what was proposed
+            judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
+                            st.shot.target_window(action))
+            final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
+                            reason=f"{final.reason} Edited: {judged.reason}")
         if isinstance(action, Answer):
             self.record(final)
             return self.finish("answered", action.text, "The model finished the task.", st.n)
@@ -255,6 +261,7 @@ class Run:
         except StaleTargetError as exc:
             self.publish(ev.TargetChanged(self.run_id, st.n, exc.what))
             self.history.pop()  # the step is proposed again on a fresh screenshot
+            self.proposed.pop()  # and that is not the model repeating itself
             self.record(replace(final, error=f"stale target: {exc.what}"))
             return STALE
         hidden = getattr(self.screen, "hidden", None)  # Deskhand's windows must not catch its own clicks or keys
@@ -276,6 +283,16 @@ class Run:
         self.record(replace(final, executed=outcome.as_json()))
         self.screen.settle(self.cfg.monitor, self.token)
         return f"Done{' (as corrected by the user)' if edited else ''}: {outcome.description}."
+
+
+def stopped_message(exc: BaseException) -> str:
+    """"Stopped by you.", "Stopped: the panic hotkey (Shift+Esc) was pressed." — from the token's reason."""
+    why = str(exc).strip().rstrip(".")
+    if not why or why.lower() == "stopped":
+        return "Stopped by you."
+    if why.lower().startswith("stopped"):
+        return why[0].upper() + why[1:] + "."
+    return f"Stopped: {why[0].lower() + why[1:]}."
 
 
 def run_task(run_id: int, task: str, config: RunConfig, engine: Engine, screen: ScreenSource, executor: Executor,

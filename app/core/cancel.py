@@ -31,3 +31,29 @@ class CancelToken:
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; True if cancelled meanwhile."""
         return self._event.wait(seconds)
+
+
+class AnyOf(CancelToken):
+    """Cancelled as soon as any of the given tokens is (e.g. a decision arrived, or the run was stopped)."""
+
+    def __init__(self, *tokens: CancelToken) -> None:
+        super().__init__()
+        self.tokens = tokens
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or any(t.cancelled for t in self.tokens)
+
+    def check(self) -> None:
+        for t in (self, *self.tokens):
+            if t._event.is_set():
+                raise Cancelled(t.reason)
+        if self.cancelled:
+            raise Cancelled("stopped")
+
+    def wait(self, seconds: float) -> bool:
+        end = seconds
+        while end > 0 and not self.cancelled:
+            self._event.wait(min(0.05, end))
+            end -= 0.05
+        return self.cancelled

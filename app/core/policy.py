@@ -178,8 +178,10 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
         if keys in config.rules.refused_keys:
             return Verdict("refuse", f"{'+'.join(action.keys)} {config.rules.refused_why}.", risky=True)
     repeats = _repeats(action, history)
-    if isinstance(action, (Answer, AskUser)):
-        return Verdict("auto", "No input: the result or the question goes to you.")
+    if isinstance(action, AskUser):
+        return Verdict("ask", "The model asks you a question; your answer goes back to it.")
+    if isinstance(action, Answer):
+        return Verdict("auto", "No input: the result goes to you.")
     if repeats >= config.loop_limit:
         return Verdict("ask", f"The same action was proposed {repeats} times in a row; the run may be stuck.",
                        risky=bool(risk(action, history, window, config.rules)))
@@ -187,6 +189,9 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
         return Verdict("auto", "No input: Deskhand only waits.")
     if why := risk(action, history, window, config.rules):
         return Verdict("ask", f"Risky: {why}. Risky actions are always asked about.", risky=True)
+    if config.auto_approve and isinstance(action, (Write, KeyPress)) and window is None:
+        # the shell and submit rules need the receiving window; without it, keys are not "safe"
+        return Verdict("ask", "Deskhand cannot tell which window will receive these keys, so it asks.")
     if config.auto_approve:
         return Verdict("auto", "Auto-approve is on and nothing about this action is risky.")
     return Verdict("ask", "Auto-approve is off.")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import events as ev
-from app.core.agent import RunConfig, run_task
+from app.core.agent import RunConfig, run_task, stopped_message
 from app.core.approval import Decision, DecisionGate
 from app.core.cancel import CancelToken
 from app.core.capture import CaptureConfig, Capturer
@@ -187,15 +187,16 @@ class AgentWorker:
             capturer = self._capturer
             capturer.config = cfg.capture
             executor, guard = self._executor(token, capturer, settings)
-            run_task(run_id, task, cfg, engine, capturer, executor, self._recorder, self.sink, self.gate, token,
+            run_task(run_id, task, cfg, engine, capturer, executor, self._recorder, self._emit, self.gate, token,
                      self.pause_flag, getattr(guard, "resume", None))
         except Cancelled as exc:
-            self._fail(run_id, "stopped", f"Stopped ({exc or 'by you'}).")
+            self._fail(run_id, "stopped", stopped_message(exc))
         except DeskhandError as exc:
             self._fail(run_id, "failed", str(exc))
         except Exception as exc:  # a bug: say so, keep the worker alive for the next run
             log.exception("run %s failed", run_id)
-            self._fail(run_id, "failed", f"Deskhand hit an internal error: {exc!r}. The log has the details.")
+            self._fail(run_id, "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc}).\n→ Try "
+                       f"again; if it happens again, report it with the log file in {self.paths.logs}.")
         finally:
             for closer in (guard, executor):
                 stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
@@ -203,7 +204,8 @@ class AgentWorker:
                     with contextlib.suppress(Exception):
                         stop()
             with self._lock:
-                self._current = None
+                if self._current is not None and self._current.token is token:
+                    self._current = None
 
     def _executor(self, token: CancelToken, capturer: Capturer, settings: Settings) -> tuple[Executor, Any]:
         if self.executor_factory is not None:
@@ -220,4 +222,11 @@ class AgentWorker:
         if self._recorder is not None and run_id:
             with contextlib.suppress(DeskhandError):
                 self._recorder.finish_run(run_id, outcome, "", message)
-        self.sink(ev.RunFinished(run_id, outcome, "", message, 0))
+        self._emit(ev.RunFinished(run_id, outcome, "", message, 0))
+
+    def _emit(self, event: ev.Event) -> None:
+        """The run's events to the UI; when a run ends, a new task is accepted before anyone hears so."""
+        if isinstance(event, ev.RunFinished):
+            with self._lock:
+                self._current = None
+        self.sink(event)

@@ -58,6 +58,13 @@ def recent_log(n: int = 8) -> str:
     return "\n".join(list(_LOG_LINES)[-n:])
 
 
+def _said(detail: str) -> str:
+    """The last thing llama.cpp said, briefly, for a user-facing message; the full lines go to the log."""
+    log.warning("llama.cpp said:\n%s", detail)
+    last = next((ln.strip() for ln in reversed(detail.splitlines()) if ln.strip()), "")
+    return f"(llama.cpp: {last[:160]})" if last else ""
+
+
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
@@ -134,7 +141,7 @@ class LlamaRuntime:
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the text model.",
                                      "Lower “GPU layers” in Settings → Model, or use a smaller quantization.")
-            raise ModelLoadError(f"llama.cpp could not load the text model {os.path.basename(path)}.\n{detail}",
+            raise ModelLoadError(f"llama.cpp could not load the text model {os.path.basename(path)}. {_said(detail)}",
                                  "Check the file with `deskhand doctor`; download it again if it is damaged.")
 
     def _make_context(self, threads: int) -> None:
@@ -162,7 +169,7 @@ class LlamaRuntime:
                 raise ModelLoadError(
                     f"There is not enough memory for a {self.options.n_ctx:,}-token context.",
                     "Choose a smaller context size or fewer GPU layers in Settings → Model.")
-            raise ModelLoadError(f"llama.cpp could not create the model context.\n{detail}",
+            raise ModelLoadError(f"llama.cpp could not create the model context. {_said(detail)}",
                                  "Try a smaller context size in Settings → Model.")
 
     def _load_mmproj(self, path: str, threads: int, progress: Callable[[float, str], None] | None) -> None:
@@ -182,7 +189,7 @@ class LlamaRuntime:
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the vision encoder.",
                                      "Lower “GPU layers” or the context size in Settings → Model.")
-            raise ModelLoadError(f"llama.cpp could not load the mmproj {os.path.basename(path)}.\n{detail}",
+            raise ModelLoadError(f"llama.cpp could not load the mmproj {os.path.basename(path)}. {_said(detail)}",
                                  "Use the mmproj published with this text model.")
         if not mtmd.mtmd_support_vision(self.mctx):
             raise ModelLoadError(f"{os.path.basename(path)} has no vision support.",
@@ -249,7 +256,7 @@ class LlamaRuntime:
             if _memory_failure(detail):
                 raise ModelLoadError(f"The GPU ran out of memory while evaluating {what}.",
                                      "Lower “GPU layers” or the context size in Settings → Model.")
-            raise ModelLoadError(f"llama.cpp failed ({rc}) while evaluating {what}.\n{detail}",
+            raise ModelLoadError(f"llama.cpp failed ({rc}) while evaluating {what}. {_said(detail)}",
                                  "Try again; if it persists, report it with the log file.")
 
     def decode_tokens(self, tokens: list[int], pos: int, logits_last: bool, token: CancelToken | None) -> None:
@@ -314,7 +321,7 @@ class LlamaRuntime:
                 if _memory_failure(detail):
                     raise ModelLoadError("The GPU ran out of memory in the vision encoder.",
                                          "Lower “GPU layers” or the context size in Settings → Model.")
-                raise ModelLoadError(f"The vision encoder failed.\n{detail}", "Report this with the log file.")
+                raise ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
             out = mtmd.mtmd_get_output_embd(self.mctx)
             flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * self.n_embd,))
             result: np.ndarray = flat.reshape(n_tokens, self.n_embd).copy()

@@ -5,9 +5,10 @@ target's monitor clear of the target, and the hider keeps it out of every screen
 from __future__ import annotations
 
 import math
+import time
 
-from PySide6.QtCore import QMargins, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QFont, QShowEvent
+from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QFont, QKeyEvent, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -108,6 +109,9 @@ class ApprovalDialog(QDialog):
         self.reject_button.clicked.connect(self.reject_with_feedback)
         self.edit_button.toggled.connect(self._set_editing)
         self.approve_button.clicked.connect(self.approve)
+        self._shown_at, self._enter_ok = 0.0, True
+        self.approve_button.installEventFilter(self)
+        self.installEventFilter(self)
         buttons.addWidget(self.stop_button)
         buttons.addStretch(1)
         for b in (self.skip_button, self.reject_button, self.edit_button, self.approve_button):
@@ -164,7 +168,13 @@ class ApprovalDialog(QDialog):
                                 else "Final answer:")
         self.text.setText("" if ask else getattr(action, "text", ""))
         self.text.setReadOnly(not ask)
-        self.approve_button.setText("Answer (Enter)" if ask else "Approve (Enter)")
+        # Enter approves ordinary steps, but not in the first moments (an Enter typed for another window must
+        # not approve a step nobody has seen), and never a risky one: that takes a click.
+        self._shown_at = time.monotonic()
+        self._enter_ok = not e.risky
+        self.approve_button.setDefault(self._enter_ok)
+        self.approve_button.setAutoDefault(self._enter_ok)
+        self.approve_button.setText("Answer (Enter)" if ask else "Approve (Enter)" if self._enter_ok else "Approve")
         self.edit_button.setEnabled(target_of(action) is not None or isinstance(action, (Write, Answer)))
         self.edit_button.setToolTip("" if self.edit_button.isEnabled() else
                                     "Nothing to change in this action: skip or reject it instead.")
@@ -177,6 +187,7 @@ class ApprovalDialog(QDialog):
         self.auto.setChecked(auto_approve)
         self._avoid = self._keep_out(action, e)
         self._place()
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, False)  # the hider may have set it
         self.show()
         self.raise_()
         self.activateWindow()
@@ -277,6 +288,19 @@ class ApprovalDialog(QDialog):
     # ------------------------------------------------------------------ answers
     def _auto_choice(self) -> bool | None:
         return self.auto.isChecked() if self.auto.isChecked() != self._auto_initial else None
+
+    ENTER_DELAY_S = 0.6
+
+    def _enter_blocked(self) -> bool:
+        return not self._enter_ok or time.monotonic() - self._shown_at < self.ENTER_DELAY_S
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        """Enter on the focused Approve button (or anywhere in the dialog but the answer field): see present()."""
+        if (event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and obj is not self.text
+                and self._enter_blocked()):
+            return True  # swallowed
+        return super().eventFilter(obj, event)
 
     def approve(self) -> None:
         e = self.event_

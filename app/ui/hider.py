@@ -48,7 +48,7 @@ class WindowHider(QObject):
         self._restore_timer = QTimer(self)
         self._restore_timer.setSingleShot(True)
         self._restore_timer.setInterval(restore_delay_ms)
-        self._restore_timer.timeout.connect(self._restore)
+        self._restore_timer.timeout.connect(lambda: self._restore(activate=False))
         self._hide_requested.connect(self._on_hide)
         self._restore_requested.connect(self._on_release)
 
@@ -68,7 +68,11 @@ class WindowHider(QObject):
 
         self._hide_requested.emit(reply)
         try:
-            if not answered.wait(self.timeout_s) and not self.closing.is_set():
+            deadline = time.monotonic() + self.timeout_s
+            # short slices: on Quit the UI thread stops answering, and the worker must not sit out the timeout
+            while not answered.wait(0.05) and not self.closing.is_set() and time.monotonic() < deadline:
+                pass
+            if not answered.is_set() and not self.closing.is_set():
                 raise CaptureError("Deskhand could not hide its own windows before taking the screenshot.",
                                    "Try again; if it keeps happening, restart Deskhand.")
             if got.get("ids") and self._x11:
@@ -124,15 +128,18 @@ class WindowHider(QObject):
         """Bring the windows back at once (the run ended or paused: nothing is about to grab)."""
         if self._holds == 0:
             self._restore_timer.stop()
-            self._restore()
+            self._restore(activate=True)
 
-    def _restore(self) -> None:
+    def _restore(self, activate: bool) -> None:
+        """Show the windows again. Mid-run without taking the keyboard focus: the model's last click put it in
+        the window it acts on, and the next keys must go there, not to Deskhand."""
         hidden, self._hidden = self._hidden, []
         for w in hidden:
             if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup:  # a menu or tooltip stays closed
+                w.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, not activate)
                 w.show()
         active, self._active = self._active, None
-        if active is not None and active in hidden and active.isVisible():
+        if activate and active is not None and active in hidden and active.isVisible():
             active.raise_()
             active.activateWindow()
 

@@ -81,7 +81,7 @@ class RunPresenter(QObject):
         if isinstance(e, ev.RunStarted):
             self.run_id = e.run_id
             self.set_running(True)
-            log.info("run %s started: %s", e.run_id, e.task)
+            log.info("run %s started (task of %d characters)", e.run_id, len(e.task))  # no task text in logs
         elif isinstance(e, ev.ModelLoading):
             self.set_state("thinking", f"loading the model: {e.what}")
         elif isinstance(e, ev.ModelLoaded):
@@ -91,11 +91,11 @@ class RunPresenter(QObject):
         elif isinstance(e, ev.StepProposed):
             self._proposed(d, e)
         elif isinstance(e, ev.StepDecided):
-            log.info("step %s decided: %s%s", e.step, e.decision, f" ({e.feedback})" if e.feedback else "")
+            log.info("step %s decided: %s%s", e.step, e.decision, " (with feedback)" if e.feedback else "")
             acting = e.decision in ("approve", "edit", "auto")
             self.set_state("acting" if acting else "thinking", f"step {e.step}: acting…" if acting else "")
         elif isinstance(e, ev.StepExecuted):
-            log.info("step %s executed: %s", e.step, e.description)
+            log.info("step %s executed at %s", e.step, e.where)
         elif isinstance(e, ev.ProposalFailed):
             log.info("step %s: the model's answer was not usable: %s", e.step, e.message)
         elif isinstance(e, ev.RunPaused):
@@ -127,7 +127,8 @@ class RunPresenter(QObject):
 
     def _proposed(self, d: Delivered, e: ev.StepProposed) -> None:
         self.last_proposal = e
-        log.info("step %s proposed: %s (%s)", e.step, e.description, "asks" if e.needs_decision else "auto")
+        log.info("step %s proposed: %s at %s (%s)", e.step, e.action.tool_name, e.target_screen,
+                 "asks" if e.needs_decision else "auto")
         if not e.needs_decision:
             return
         self.set_state("waiting", f"step {e.step}: waiting for your approval")
