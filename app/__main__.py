@@ -45,7 +45,7 @@ def _load_llama_first() -> None:
 
 
 def self_test(argv: Sequence[str]) -> int:
-    """`deskhand --self-test [--model TEXT.gguf --mmproj MMPROJ.gguf] [--base-dir DIR]` (app/selftest.py)."""
+    """`deskhand --self-test [--model TEXT.gguf --mmproj MMPROJ.gguf] [--base-dir DIR]` (app/selftest/)."""
     import os
 
     parser = argparse.ArgumentParser(prog="deskhand --self-test",
@@ -57,7 +57,7 @@ def self_test(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     if args.base_dir:
         os.environ["DESKHAND_HOME"] = args.base_dir
-    from app.selftest import run_self_test
+    from app.selftest.run import run_self_test
 
     return run_self_test(args.model, args.mmproj)
 

@@ -30,10 +30,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.core import geometry  # noqa: E402
-from app.core.actions import Write  # noqa: E402
-from app.core.cancel import CancelToken  # noqa: E402
-from app.core.errors import Cancelled  # noqa: E402
+from app.domain import geometry  # noqa: E402
+from app.domain.actions import Write  # noqa: E402
+from app.domain.cancel import CancelToken  # noqa: E402
+from app.domain.errors import Cancelled  # noqa: E402
 from tests.desktop import Target, XServer, pressed_keys, using_display, wait_until  # noqa: E402
 
 TEXT = "benchmark " * 400
@@ -69,8 +69,8 @@ def press_hotkey_xdotool(server: XServer) -> float:
 
 
 def one_run(server: XServer, target: Target, shot: Any, edit: Any, after_chars: int, sender: str) -> dict[str, Any]:
-    from app.core.executor import pynput_executor
-    from app.core.stops import Stops
+    from app.desktop.executor import pynput_executor
+    from app.desktop.stops import Stops
 
     token, pressed = CancelToken(), []
 
@@ -110,7 +110,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = ap.parse_args()
 
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     rows = []

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(40):
             d.text((40, 20 + 25 * i), f"line {i} " + "lorem ipsum " * 12, fill=(255, 255, 255))
         _paint_root(pattern)
-        from app.core.capture import Capturer
+        from app.desktop.capture import Capturer
         from app.engine.tiling import choose_grid, tile_image
 
         grab, tiling, total = [], [], []

@@ -30,8 +30,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from app.cli.history_file import image_digest
-from app.core.cancel import CancelToken
-from app.engine.base import Observation, PastStep
+from app.domain.cancel import CancelToken
+from app.domain.proposal import Observation, PastStep
 from app.engine.local import LocalEngine, LocalEngineConfig
 from app.engine.sampling import GrammarSampler
 

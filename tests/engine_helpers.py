@@ -8,7 +8,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from app.cli.history_file import image_digest
-from app.engine.base import Observation
+from app.domain.proposal import Observation
 from app.engine.local import LocalEngine, LocalEngineConfig
 from app.engine.profile import load_profile
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from PIL import Image
 
-from app.core.actions import action_from_tool_call
-from app.core.cancel import CancelToken
-from app.engine.base import Counters, EngineInfo, Observation, PastStep, ProgressFn, Proposal, TextFn, Timings
+from app.domain.actions import action_from_tool_call
+from app.domain.cancel import CancelToken
+from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
+from app.engine.base import ProgressFn, TextFn
 
 Step = dict[str, Any] | Callable[[Observation], dict[str, Any]]
 

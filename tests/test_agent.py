@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from app.core import events as ev
-from app.core.approval import Decision
-from app.core.paths import default_paths
-from app.core.recorder import connect, list_runs, run_steps
-from app.core.settings import Settings
-from app.core.worker import AgentWorker
+from app.agent.approval import Decision
+from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.worker import AgentWorker
+from app.domain import events as ev
+from app.domain.paths import default_paths
+from app.domain.settings import Settings
 from tests.engine_helpers import compact_profile, make_engine
 
 pytestmark = [pytest.mark.model, pytest.mark.xdisplay]

@@ -8,19 +8,19 @@ import threading
 import numpy as np
 import pytest
 
-from app.core import geometry
-from app.core.actions import Click
-from app.core.cancel import CancelToken
-from app.core.capture import CaptureConfig, StaleTargetError
-from app.core.display import check_display
-from app.core.errors import CaptureError
+from app.desktop.capture import CaptureConfig, StaleTargetError
+from app.desktop.display import check_display
+from app.domain import geometry
+from app.domain.actions import Click
+from app.domain.cancel import CancelToken
+from app.domain.errors import CaptureError
 from tests.desktop import SWATCH, Target, XServer, desktop_session, missing_tools, using_display, wait_until, xdotool
 
 # ------------------------------------------------------------------------------------ no display (pure)
 
 
 def test_no_display_is_a_clear_capture_error(monkeypatch):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
@@ -60,7 +60,7 @@ def target(desktop):
 
 @pytest.fixture
 def capturer(desktop, target):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     target.drain()
     c = Capturer()
@@ -96,7 +96,7 @@ def test_default_is_the_monitor_under_the_pointer(desktop, capturer):
 
 
 def test_a_model_point_on_the_second_monitor_clicks_there(capturer, target):
-    from app.core.executor import pynput_executor
+    from app.desktop.executor import pynput_executor
 
     shot = capturer.grab(2)
     point = geometry.input_to_model(*target.centre("button"), shot.monitor)
@@ -156,7 +156,7 @@ def hidden(desktop, target, entered: list[int]):
 
 
 def test_capture_never_contains_a_window_the_hook_hid(desktop, target):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     entered: list[int] = []
     with Capturer(hide=lambda: hidden(desktop, target, entered)) as capturer:
@@ -177,7 +177,7 @@ def test_settle_waits_for_the_screen_to_stop_changing(capturer, target):
 
 
 def test_settle_gives_up_at_the_timeout(desktop, target):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     config = CaptureConfig(settle_interval_s=0.05, settle_timeout_s=0.6)
     target.request("animate", steps=-1, period=30)
@@ -190,7 +190,7 @@ def test_settle_gives_up_at_the_timeout(desktop, target):
 
 
 def test_settle_stops_when_the_run_is_stopped(capturer, target):
-    from app.core.errors import Cancelled
+    from app.domain.errors import Cancelled
 
     token = CancelToken()
     target.request("animate", steps=-1, period=30)
@@ -235,7 +235,7 @@ def test_a_capturer_belongs_to_its_thread(capturer):
 
 
 def test_a_black_frame_is_a_capture_error(private_x, tmp_path):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     if missing_tools("Xvfb"):
         pytest.skip("no Xvfb")

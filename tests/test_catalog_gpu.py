@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from app.core import gpu as gpumod
-from app.core.catalog import (
+from app.setup import gpu as gpumod
+from app.setup.catalog import (
     CatalogError,
     GiB,
     load_catalog,
@@ -22,7 +22,7 @@ from app.core.catalog import (
     plan,
     recommend,
 )
-from app.core.gpu import GPUReport, detect_gpus, gpu_report, rebuild_command
+from app.setup.gpu import GPUReport, detect_gpus, gpu_report, rebuild_command
 
 NVIDIA_OUT = "NVIDIA GeForce RTX 4070, 12282, 410, 550.54.14\nNVIDIA RTX A6000, 49140, 1024, 550.54.14\n"
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from PIL import Image
 
-from app.core.geometry import Monitor, input_to_model
+from app.domain.geometry import Monitor, input_to_model
 from tests.desktop import REPO, Target
 
 pytestmark = pytest.mark.xdisplay

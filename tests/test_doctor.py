@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from app.core.settings import Settings, save_settings
+from app.domain.settings import Settings, save_settings
 from tests.desktop import REPO, XServer, missing_tools
 from tests.test_catalog_gpu import fake_nvidia_smi
 

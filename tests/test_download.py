@@ -11,9 +11,11 @@ import threading
 
 import pytest
 
-from app.core import secrets
-from app.core.catalog import CatalogFile
-from app.core.download import (
+from app.domain.errors import Cancelled, ModelFileError
+from app.engine.model_files import check_text_model
+from app.setup import secrets
+from app.setup.catalog import CatalogFile
+from app.setup.download import (
     ChecksumMismatch,
     DownloadControl,
     Downloader,
@@ -22,8 +24,6 @@ from app.core.download import (
     NotEnoughSpace,
     Paused,
 )
-from app.core.errors import Cancelled, ModelFileError
-from app.engine.model_files import check_text_model
 from tests.loopback_http import LoopbackServer
 
 CHUNK = 64 * 1024

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from app.core.actions import INPUT_ACTIONS, Answer, AskUser, Wait
-from app.core.cancel import CancelToken
-from app.core.errors import Cancelled, ModelLoadError, ProposalError
-from app.engine.base import PastStep
+from app.domain.actions import INPUT_ACTIONS, Answer, AskUser, Wait
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, ModelLoadError, ProposalError
+from app.domain.proposal import PastStep
 from app.engine.prompt import build_prompt
 from tests.engine_helpers import compact_profile, make_engine, screenshot
 
@@ -194,8 +194,8 @@ def test_out_of_memory_for_the_context_says_what_to_lower(tiny_model_pair, profi
     code = f"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-from app.core.cancel import CancelToken
-from app.core.errors import ModelLoadError
+from app.domain.cancel import CancelToken
+from app.domain.errors import ModelLoadError
 from app.engine.local import LocalEngine, LocalEngineConfig
 e = LocalEngine(LocalEngineConfig(text_model={str(tiny_model_pair.text)!r}, mmproj={str(tiny_model_pair.mmproj)!r},
                                   profile={str(profile_path)!r}, n_ctx=1 << 25))

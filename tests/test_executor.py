@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from app.core import geometry
-from app.core.actions import Click, Drag, KeyPress, Move, Point, Scroll, Wait, Write
-from app.core.cancel import CancelToken
-from app.core.errors import ActionError, Cancelled
-from app.core.executor import DryRunExecutor
-from app.core.geometry import Layout, Monitor
+from app.desktop.executor import DryRunExecutor
+from app.domain import geometry
+from app.domain.actions import Click, Drag, KeyPress, Move, Point, Scroll, Wait, Write
+from app.domain.cancel import CancelToken
+from app.domain.errors import ActionError, Cancelled
+from app.domain.geometry import Layout, Monitor
 from tests.desktop import Target, missing_tools, pointer_state, pressed_keys
 
 TWO = Layout((Monitor.of(1, 0, 0, 1920, 1080, primary=True), Monitor.of(2, 1920, 0, 1280, 1024)))
@@ -96,7 +96,7 @@ xdisplay = pytest.mark.xdisplay
 
 @pytest.fixture(scope="module")
 def executor(desktop):
-    from app.core.executor import pynput_executor
+    from app.desktop.executor import pynput_executor
 
     ex = pynput_executor()
     yield ex
@@ -105,7 +105,7 @@ def executor(desktop):
 
 @pytest.fixture
 def shot(desktop, target):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     target.drain()
     with Capturer() as capturer:
@@ -192,8 +192,8 @@ def test_an_error_mid_combination_releases_the_modifier(desktop, executor, shot)
 
 @xdisplay
 def test_a_stop_mid_drag_releases_the_real_button(desktop, target, shot):
-    from app.core.backends import PynputBackend
-    from app.core.executor import InputExecutor
+    from app.desktop.executor import InputExecutor
+    from app.desktop.pynput_backend import PynputBackend
 
     token = CancelToken()
     ex = InputExecutor(PynputBackend(), CancelAfterPress(token, after_checks=5))
@@ -222,8 +222,8 @@ def test_typing_follows_a_keyboard_layout_switch(desktop, target, executor, shot
 def test_unicode_typing_at_full_speed_reuses_keycodes_safely(desktop, target, shot):
     """More distinct characters than spare keycodes, no pause between them: keycodes get re-mapped, and an
     app that is behind must still read every one right (this is where pynput's type() garbles text)."""
-    from app.core.backends import PynputBackend
-    from app.core.executor import InputExecutor, Timing
+    from app.desktop.executor import InputExecutor, Timing
+    from app.desktop.pynput_backend import PynputBackend
 
     text = "ĀāĂăĄąĆćĈĉĊċČčĎďĐđĒēĔĕĖėĘęĚěĜĝĞğĠġĢģ " * 2
     executor = InputExecutor(PynputBackend(), timing=Timing(key_interval_s=0))

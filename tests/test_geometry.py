@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from app.core import geometry
-from app.core.actions import Click, Point
-from app.core.display import declare_dpi_awareness
-from app.core.errors import ActionError
-from app.core.geometry import Layout, Monitor
+from app.desktop.display import declare_dpi_awareness
+from app.domain import geometry
+from app.domain.actions import Click, Point
+from app.domain.errors import ActionError
+from app.domain.geometry import Layout, Monitor
 
 
 @dataclass(frozen=True)

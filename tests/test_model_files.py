@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.cancel import CancelToken
-from app.core.errors import ModelFileError
+from app.domain.cancel import CancelToken
+from app.domain.errors import ModelFileError
 from app.engine.gguf_check import read_gguf
 from app.engine.model_files import check_model_files
 from tests.engine_helpers import compact_profile, make_engine

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.actions import Answer, AskUser, Click, Drag, KeyPress, Move, Point, Scroll, Wait, Write
-from app.core.errors import DeskhandError
-from app.core.policy import PolicyConfig, decide, load_rules
-from app.core.resources import resource_path, resource_root
-from app.core.windows import WindowInfo
+from app.agent.policy import PolicyConfig, decide, load_rules
+from app.desktop.windows import WindowInfo
+from app.domain.actions import Answer, AskUser, Click, Drag, KeyPress, Move, Point, Scroll, Wait, Write
+from app.domain.errors import DeskhandError
+from app.domain.resources import resource_path, resource_root
 
 AUTO = PolicyConfig(auto_approve=True)
 ASK = PolicyConfig(auto_approve=False)

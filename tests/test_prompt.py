@@ -6,7 +6,7 @@ import json
 
 from PIL import Image
 
-from app.engine.base import Observation, PastStep
+from app.domain.proposal import Observation, PastStep
 from app.engine.profile import load_profile
 from app.engine.prompt import MEDIA_MARKER, Answer, Boundary, Screenshot, Text, build_prompt, dump
 

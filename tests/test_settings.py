@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from app.core.errors import SettingsError
-from app.core.paths import default_paths
-from app.core.settings import Settings, load_settings, save_settings
+from app.domain.errors import SettingsError
+from app.domain.paths import default_paths
+from app.domain.settings import Settings, load_settings, save_settings
 
 
 def test_round_trip_writes_only_changed_keys(tmp_path):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from app.core.settings import load_settings
+from app.domain.settings import load_settings
 from tests.desktop import REPO, wait_until
 from tests.loopback_http import LoopbackServer
 from tests.test_catalog_gpu import fake_nvidia_smi
@@ -159,7 +159,7 @@ def test_ctrl_c_pauses_and_the_next_run_resumes(tmp_path, server, tiny_model_pai
 
 def test_token_goes_to_the_keyring_only(tmp_path, monkeypatch, memory_keyring, capsys):
     from app.__main__ import main
-    from app.core import secrets
+    from app.setup import secrets
 
     monkeypatch.setenv("DESKHAND_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(sys, "stdin", io.StringIO("hf_secretVALUE42\n"))

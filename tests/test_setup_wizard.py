@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QFileDialog, QWizard
 
-from app.core.paths import default_paths
-from app.core.settings import Settings, load_settings
-from app.core.setup_flow import should_show_setup
-from app.ui.setup_wizard import SetupWizard
+from app.domain.paths import default_paths
+from app.domain.settings import Settings, load_settings
+from app.setup.flow import should_show_setup
+from app.ui.setup.wizard import SetupWizard
 from tests.loopback_http import LoopbackServer
 from tests.test_catalog_gpu import fake_nvidia_smi
 from tests.test_setup_cmd import write_catalog
@@ -242,7 +242,7 @@ def test_an_entry_without_downloads_says_how_to_get_it(make_wizard, tmp_path):
 
 
 def test_the_access_token_goes_to_the_keyring(make_wizard, qtbot, memory_keyring):
-    from app.core import secrets
+    from app.setup import secrets
 
     w = make_wizard()
     w.next()

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from app.core import geometry
-from app.core.actions import Move, Point, Write
-from app.core.cancel import CancelToken
-from app.core.errors import Cancelled
-from app.core.stops import InjectedEvents, StopsConfig, UserInputDetected
+from app.desktop.stops import InjectedEvents, StopsConfig, UserInputDetected
+from app.domain import geometry
+from app.domain.actions import Move, Point, Write
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled
 from tests.desktop import pointer_state, pressed_keys, wait_until, xdotool
 
 pytestmark = pytest.mark.xdisplay
@@ -30,7 +30,7 @@ def test_the_ledger_tells_announced_events_from_others():
 
 @pytest.fixture(scope="module")
 def shot(desktop, target):
-    from app.core.capture import Capturer
+    from app.desktop.capture import Capturer
 
     with Capturer() as capturer:
         return capturer.grab(1)
@@ -38,7 +38,7 @@ def shot(desktop, target):
 
 @pytest.fixture
 def stops(shot):
-    from app.core.stops import Stops
+    from app.desktop.stops import Stops
 
     token = CancelToken()
     s = Stops(token, shot.layout).start()
@@ -48,7 +48,7 @@ def stops(shot):
 
 @pytest.fixture
 def executor(stops):
-    from app.core.executor import pynput_executor
+    from app.desktop.executor import pynput_executor
 
     ex = pynput_executor(stops)
     yield ex
@@ -144,7 +144,7 @@ def test_the_persons_input_between_actions_does_not_pause(desktop, stops):
 
 
 def test_the_hotkey_is_configurable(desktop, shot):
-    from app.core.stops import Stops
+    from app.desktop.stops import Stops
 
     with Stops(CancelToken(), shot.layout, StopsConfig(panic_hotkey="<ctrl>+<shift>+<f9>")) as stops:
         xdotool(desktop, "key", "shift+Escape")
@@ -154,7 +154,7 @@ def test_the_hotkey_is_configurable(desktop, shot):
 
 
 def test_stop_returns_promptly_and_ends_the_listeners(shot):
-    from app.core.stops import Stops
+    from app.desktop.stops import Stops
 
     stops = Stops(CancelToken(), shot.layout).start()
     listeners = list(stops._listeners)

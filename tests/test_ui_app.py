@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.core import events as ev
-from app.core.actions import Click, tool_call_of
-from app.core.errors import DeskhandError
-from app.core.paths import default_paths
-from app.core.recorder import Recorder, StepRecord, connect, list_runs
-from app.core.settings import Loaded, Settings, load_settings
+from app.agent.recorder import Recorder, StepRecord, connect, list_runs
+from app.domain import events as ev
+from app.domain.actions import Click, tool_call_of
+from app.domain.errors import DeskhandError
+from app.domain.paths import default_paths
+from app.domain.settings import Loaded, Settings, load_settings
 from app.ui.application import NO_TRAY, Application
 from app.ui.messages import CrashReporter, error_html
 from app.ui.settings_dialog import SettingsDialog
@@ -123,7 +123,7 @@ def test_unknown_settings_are_kept_and_reported(qtbot, make_app, paths):
 
 
 def test_the_access_token_goes_to_the_keyring_not_the_file(qtbot, make_app, paths, memory_keyring):
-    pytest.importorskip("app.core.secrets")
+    pytest.importorskip("app.setup.secrets")
     app = make_app()
     app.start()
     app.open_settings()

@@ -10,9 +10,9 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.paths import default_paths
-from app.core.recorder import connect, list_runs, run_steps
-from app.core.settings import Loaded, Settings
+from app.agent.recorder import connect, list_runs, run_steps
+from app.domain.paths import default_paths
+from app.domain.settings import Loaded, Settings
 from app.ui import placement
 from app.ui.application import Application
 from tests.desktop import Target, missing_tools

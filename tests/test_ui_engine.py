@@ -10,9 +10,9 @@ import time
 import pytest
 from PySide6.QtCore import QTimer
 
-from app.core import events as ev
-from app.core.paths import default_paths
-from app.core.settings import Loaded, Settings
+from app.domain import events as ev
+from app.domain.paths import default_paths
+from app.domain.settings import Loaded, Settings
 from app.ui.application import Application
 from tests.desktop import Target, missing_tools
 from tests.engine_helpers import compact_profile, make_engine

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
-from app.core.paths import default_paths
-from app.core.settings import Loaded, Settings
+from app.domain.paths import default_paths
+from app.domain.settings import Loaded, Settings
 from app.ui.application import Application
 from tests.desktop import Target, XServer, missing_tools
 from tests.scripted_engine import ScriptedEngine

@@ -8,10 +8,10 @@ import math
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from app.core import events as ev
-from app.core.actions import AskUser, Click, Drag, KeyPress, Point, Write
-from app.core.approval import Decision
-from app.engine.base import EngineInfo
+from app.agent.approval import Decision
+from app.domain import events as ev
+from app.domain.actions import AskUser, Click, Drag, KeyPress, Point, Write
+from app.domain.proposal import EngineInfo
 from app.ui import placement
 from app.ui.approval_dialog import ApprovalDialog
 from app.ui.hotkeys import hotkey_problem

@@ -34,12 +34,12 @@ def shoot(out: Path, work: Path, target: Target) -> int:
     import mss.tools
     from PySide6.QtWidgets import QApplication
 
-    from app.core import events as ev
-    from app.core.actions import Point, Write
-    from app.core.paths import default_paths
-    from app.core.recorder import Recorder, StepRecord
-    from app.core.settings import Loaded, Settings
-    from app.engine.base import EngineInfo
+    from app.agent.recorder import Recorder, StepRecord
+    from app.domain import events as ev
+    from app.domain.actions import Point, Write
+    from app.domain.paths import default_paths
+    from app.domain.proposal import EngineInfo
+    from app.domain.settings import Loaded, Settings
     from app.ui.application import Application
     from app.ui.messages import CrashReporter
     from tests.scripted_engine import ScriptedEngine
@@ -201,7 +201,7 @@ def tray_shot(qapp, work, paths, pump, snap) -> None:  # type: ignore[no-untyped
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QSystemTrayIcon
 
-    from app.core.settings import Loaded, Settings
+    from app.domain.settings import Loaded, Settings
     from app.ui.application import Application
     from tests.scripted_engine import ScriptedEngine
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from PIL import Image, ImageDraw
 
-from app.core import events as ev
-from app.core.actions import Action, Click, target_of
-from app.engine.base import Counters, Timings
+from app.domain import events as ev
+from app.domain.actions import Action, Click, target_of
+from app.domain.proposal import Counters, Timings
 from tests.desktop import JWMRC, XServer, wait_until
 
 SCREEN = (1920, 1080)
@@ -51,7 +51,7 @@ def proposed(step: int = 1, action: Action | None = None, *, risky: bool = False
 
 
 def _point(px: int, py: int, size: tuple[int, int] = SCREEN) -> Any:
-    from app.core.actions import Point
+    from app.domain.actions import Point
 
     return Point((px + 0.5) / size[0] * 1000, (py + 0.5) / size[1] * 1000)
 

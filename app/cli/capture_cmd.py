@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from app.core.capture import Capturer, Which
-from app.core.display import check_display, declare_dpi_awareness
-from app.core.errors import DeskhandError
+from app.desktop.capture import Capturer, Which
+from app.desktop.display import check_display, declare_dpi_awareness
+from app.domain.errors import DeskhandError
 
 
 def add_monitor_argument(p: argparse.ArgumentParser) -> None:

@@ -7,14 +7,14 @@ import json
 import sys
 from typing import Any
 
+from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
-from app.core.actions import action_from_tool_call
-from app.core.cancel import CancelToken
-from app.core.capture import Screenshot, StaleTargetError
-from app.core.errors import Cancelled, DeskhandError
-from app.core.executor import DryRunExecutor, Executor, Outcome, pynput_executor
-from app.core.policy import PolicyConfig, decide
-from app.core.stops import Stops, UserInputDetected, hotkey_label
+from app.desktop.capture import Screenshot, StaleTargetError
+from app.desktop.executor import DryRunExecutor, Executor, Outcome, pynput_executor
+from app.desktop.stops import Stops, UserInputDetected, hotkey_label
+from app.domain.actions import action_from_tool_call
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -9,8 +9,8 @@ import json
 import sys
 
 from app import __version__
-from app.core.doctor import FAIL, OK, SKIP, WARN, Report, run_doctor
-from app.core.paths import default_paths
+from app.domain.paths import default_paths
+from app.setup.doctor import FAIL, OK, SKIP, WARN, Report, run_doctor
 
 LABELS = {OK: " OK ", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}
 

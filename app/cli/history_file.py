@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from app.core.errors import DeskhandError
-from app.engine.base import Observation, PastStep
+from app.domain.errors import DeskhandError
+from app.domain.proposal import Observation, PastStep
 
 
 def image_digest(image: Image.Image) -> str:

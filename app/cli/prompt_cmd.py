@@ -7,7 +7,7 @@ import json
 import sys
 
 from app.cli.history_file import last_feedback, load_observation, read_history
-from app.core.errors import DeskhandError
+from app.domain.errors import DeskhandError
 from app.engine.profile import DEFAULT_PROFILE, load_profile
 from app.engine.prompt import Screenshot, build_prompt, dump, image_tokens
 

@@ -9,9 +9,9 @@ from dataclasses import asdict
 
 from app.cli.history_file import last_feedback, load_observation, read_history
 from app.cli.model_args import add_model_arguments, engine_config
-from app.core.actions import target_of
-from app.core.cancel import CancelToken
-from app.core.errors import Cancelled, DeskhandError, ProposalError
+from app.domain.actions import target_of
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError, ProposalError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

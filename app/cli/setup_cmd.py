@@ -14,13 +14,13 @@ import getpass
 import sys
 import time
 
-from app.core.catalog import Catalog, ModelEntry, recommend
-from app.core.download import DownloadProgress, Paused
-from app.core.errors import Cancelled, DeskhandError
-from app.core.gpu import CUDA_BUILD_NOTE, GPUReport, gpu_report, rebuild_command
-from app.core.paths import Paths, default_paths
-from app.core.settings import load_settings
-from app.core.setup_flow import (
+from app.domain.errors import Cancelled, DeskhandError
+from app.domain.paths import Paths, default_paths
+from app.domain.settings import load_settings
+from app.domain.units import human_bytes
+from app.setup.catalog import Catalog, ModelEntry, recommend
+from app.setup.download import DownloadProgress, Paused
+from app.setup.flow import (
     catalog_for,
     check_pair,
     downloader_for,
@@ -29,7 +29,7 @@ from app.core.setup_flow import (
     not_downloadable,
     unverified_files,
 )
-from app.core.units import human_bytes
+from app.setup.gpu import CUDA_BUILD_NOTE, GPUReport, gpu_report, rebuild_command
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if args.token:
             return _store_token()
         if args.forget_token:
-            from app.core.secrets import delete_secret
+            from app.setup.secrets import delete_secret
 
             print("The access token was removed." if delete_secret() else "No access token was stored.")
             return 0
@@ -126,7 +126,7 @@ def _list(catalog: Catalog) -> int:
 
 
 def _store_token() -> int:
-    from app.core.secrets import set_secret
+    from app.setup.secrets import set_secret
 
     value = getpass.getpass("Access token (input hidden): ") if sys.stdin.isatty() else sys.stdin.readline()
     set_secret(value)

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.actions import Action, action_from_tool_call
-from app.core.errors import ActionError, ProposalError
+from app.domain.actions import Action, action_from_tool_call
+from app.domain.errors import ActionError, ProposalError
 
 
 @dataclass(frozen=True)

@@ -3,82 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from PIL import Image
-
-from app.core.actions import Action
-from app.core.cancel import CancelToken
+from app.domain.cancel import CancelToken
+from app.domain.proposal import EngineInfo, Observation, PastStep, Proposal
 
 # progress(fraction 0..1, what is happening); text(new text as it is generated)
 ProgressFn = Callable[[float, str], None]
 TextFn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the model is shown at one step: a screenshot (by content digest) and what happened before it."""
-
-    image: Image.Image | None  # None only when the engine already holds this digest's embeddings
-    digest: str
-    feedback: str = ""  # the outcome of the previous step, in words ("Done.", the user's rejection, …)
-
-
-@dataclass(frozen=True)
-class PastStep:
-    observation: Observation
-    answer: str  # the model's raw answer text, exactly as generated
-
-
-@dataclass(frozen=True)
-class Counters:
-    """What one proposal cost the engine: tests and benchmarks read these."""
-
-    tokens_evaluated: int = 0  # text tokens + image positions decoded into the context
-    text_tokens_evaluated: int = 0
-    image_tokens_evaluated: int = 0
-    images_encoded: int = 0  # screenshots run through the vision encoder
-    tiles_encoded: int = 0
-    image_cache_hits: int = 0
-    checkpoint_restores: int = 0
-    checkpoints_saved: int = 0
-    tokens_reused: int = 0  # prefix already in the context
-    tokens_generated: int = 0
-    rebuilds: int = 0  # full re-evaluations (first step, no usable checkpoint, overflow)
-    context_used: int = 0
-
-
-@dataclass(frozen=True)
-class Timings:
-    encode_s: float = 0.0
-    prefill_s: float = 0.0
-    restore_s: float = 0.0
-    generate_s: float = 0.0
-    total_s: float = 0.0
-    first_token_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Proposal:
-    note: str | None
-    thought: str
-    action: Action
-    tool_call: dict[str, Any]  # as the model wrote it, in model space
-    raw: str
-    counters: Counters = field(default_factory=Counters)
-    timings: Timings = field(default_factory=Timings)
-    grid: str = ""  # the tile grid used for the current screenshot
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    name: str  # the model, as the status line shows it
-    device: str  # "GPU: NVIDIA H200" or "CPU"
-    gpu_offload: bool
-    n_ctx: int
-    memory_bytes: int = 0
-    warnings: tuple[str, ...] = ()
 
 
 class Engine(Protocol):

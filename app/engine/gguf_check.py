@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.core.errors import ModelFileError
+from app.domain.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
 TEXT_ARCH = "nemotron_h"

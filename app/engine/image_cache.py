@@ -6,8 +6,8 @@ import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see llama_runti
 import numpy as np
 from PIL import Image
 
-from app.core.cancel import CancelToken
-from app.core.errors import DeskhandError, ModelLoadError
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError, ModelLoadError
 from app.engine.llama_runtime import LlamaRuntime
 from app.engine.profile import ImageSpec
 from app.engine.tiling import TileGrid, choose_grid, tile_image

@@ -20,8 +20,8 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 from PIL import Image
 
-from app.core.cancel import CancelToken
-from app.core.errors import Cancelled, ModelLoadError
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, ModelLoadError
 
 log = logging.getLogger("deskhand.engine")
 

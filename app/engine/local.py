@@ -16,19 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.core.cancel import CancelToken
-from app.core.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
+from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
 from app.engine.answer import parse_answer
-from app.engine.base import (
-    Counters,
-    EngineInfo,
-    Observation,
-    PastStep,
-    ProgressFn,
-    Proposal,
-    TextFn,
-    Timings,
-)
+from app.engine.base import ProgressFn, TextFn
 from app.engine.grammar import grammar_for_schema
 from app.engine.model_files import ModelFiles, check_model_files
 from app.engine.profile import DEFAULT_PROFILE, Profile, load_profile

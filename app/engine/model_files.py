@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.errors import ModelFileError
+from app.domain.errors import ModelFileError
 from app.engine.gguf_check import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, PROJECTOR, TEXT_ARCH, GGUFInfo, read_gguf
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.core.errors import DeskhandError
-from app.core.resources import resource_path
+from app.domain.errors import DeskhandError
+from app.domain.resources import resource_path
 
 DEFAULT_PROFILE = "holotron-12b"
 

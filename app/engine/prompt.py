@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from app.engine.base import Observation, PastStep
+from app.domain.proposal import Observation, PastStep
 from app.engine.profile import Profile
 from app.engine.tiling import choose_grid
 

@@ -12,7 +12,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.core.errors import ModelLoadError
+from app.domain.errors import ModelLoadError
 from app.engine.llama_runtime import LlamaRuntime
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])

@@ -14,9 +14,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.core.cancel import CancelToken
-from app.core.errors import DeskhandError
-from app.engine.base import Counters
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError
+from app.domain.proposal import Counters
 from app.engine.image_cache import ImageCache
 from app.engine.llama_runtime import LlamaRuntime
 from app.engine.prompt import Answer, Boundary, Screenshot, Segment, Text

@@ -13,11 +13,11 @@ from PIL import Image
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
-from app.core import events as ev
-from app.core.approval import Decision
-from app.core.paths import Paths
-from app.core.settings import Settings
-from app.core.worker import AgentWorker, EngineFactory, local_engine
+from app.agent.approval import Decision
+from app.agent.worker import AgentWorker, EngineFactory, local_engine
+from app.domain import events as ev
+from app.domain.paths import Paths
+from app.domain.settings import Settings
 from app.ui.hider import WindowHider
 from app.ui.responsiveness import background_engine
 
@@ -31,7 +31,7 @@ ZOOM = (320, 180)  # the close-up around the target, in screenshot pixels (shown
 
 @dataclass(frozen=True)
 class Delivered:
-    """A core event plus the screenshot it carries, decoded and scaled for the UI."""
+    """An agent event plus the screenshot it carries, decoded and scaled for the UI."""
 
     event: ev.Event
     image: QImage | None = None  # at most VIEW_WIDTH wide

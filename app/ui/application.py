@@ -10,9 +10,9 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.core.paths import Paths
-from app.core.settings import Loaded, Settings, save_settings
-from app.core.worker import EngineFactory, local_engine
+from app.agent.worker import EngineFactory, local_engine
+from app.domain.paths import Paths
+from app.domain.settings import Loaded, Settings, save_settings
 from app.ui.agent_host import AgentHost
 from app.ui.approval_dialog import ApprovalDialog
 from app.ui.background import Background
@@ -211,12 +211,9 @@ class Application(QObject):
         dialog.show()
 
     def open_setup(self) -> bool:
-        """The first-run setup assistant; False when it is not available in this build."""
-        try:
-            from app.ui.setup_wizard import SetupWizard  # another module's: absent until it lands
-        except ImportError as exc:
-            log.info("setup assistant unavailable: %s", exc)
-            return False
+        """The first-run setup assistant."""
+        from app.ui.setup.wizard import SetupWizard
+
         wizard = SetupWizard(self.paths, self.settings, parent=self.main)
         wizard.setup_finished.connect(self._setup_finished)
         self.wizard = wizard
@@ -256,7 +253,7 @@ class Application(QObject):
 
     def _save_token(self, token: str) -> None:
         def store() -> None:
-            from app.core import secrets
+            from app.setup import secrets
 
             secrets.set_secret(token) if token else secrets.delete_secret()
 

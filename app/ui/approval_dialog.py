@@ -22,11 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import events as ev
-from app.core.actions import Action, Answer, AskUser, Drag, Write, points_of, target_of, with_target, with_text
-from app.core.approval import Decision
-from app.core.errors import ActionError
-from app.core.geometry import Layout, Monitor, model_to_input, pixels_to_model
+from app.agent.approval import Decision
+from app.domain import events as ev
+from app.domain.actions import Action, Answer, AskUser, Drag, Write, points_of, target_of, with_target, with_text
+from app.domain.errors import ActionError
+from app.domain.geometry import Layout, Monitor, model_to_input, pixels_to_model
 from app.ui import placement
 from app.ui.agent_host import ZOOM, Delivered
 from app.ui.icons import app_icon

@@ -17,13 +17,14 @@ Failed = Callable[[BaseException], None]
 
 
 class Background(QObject):
-    """One thread, jobs in order: the reads of the history and the writes of the settings never race."""
+    """Worker threads for the UI (by default one, so jobs run in order: the reads of the history and the writes
+    of the settings never race). Results come back on the UI thread; nothing comes back once closed."""
 
     _finished = Signal(object, object, object)  # on_done, on_error, future
 
-    def __init__(self, parent: QObject | None = None, name: str = "deskhand-ui-io") -> None:
+    def __init__(self, parent: QObject | None = None, name: str = "deskhand-ui-io", workers: int = 1) -> None:
         super().__init__(parent)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._closed = False
         self._finished.connect(self._deliver)
 
@@ -43,6 +44,10 @@ class Background(QObject):
             return
         if on_done is not None:
             on_done(future.result())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self, wait: bool = True) -> None:
         self._closed = True

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.core.resources import resource_path
+from app.domain.resources import resource_path
 from app.ui.icons import ICON_SIZES
 
 ENTRY = """[Desktop Entry]

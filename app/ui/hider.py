@@ -19,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.core.errors import CaptureError
+from app.domain.errors import CaptureError
 
 log = logging.getLogger("deskhand.ui.hider")
 Reply = Callable[[list[int], float], None]

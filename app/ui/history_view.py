@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import recorder
-from app.core.actions import action_from_tool_call, target_of
-from app.core.errors import DeskhandError
-from app.core.paths import Paths
+from app.agent import recorder
+from app.domain.actions import action_from_tool_call, target_of
+from app.domain.errors import DeskhandError
+from app.domain.paths import Paths
 from app.ui.background import Background
 from app.ui.icons import app_icon
 from app.ui.info_bar import InfoBar

@@ -1,7 +1,7 @@
 """The global quick-task hotkey: pynput's GlobalHotKeys on its own thread, heard as a queued Qt signal.
 
 Started off the UI thread (pynput waits for the X RECORD context), stopped with the listener-stop workaround
-from app.core.stops (pynput 1.8 hangs in join() until the next X event otherwise).
+from app.desktop.stops (pynput 1.8 hangs in join() until the next X event otherwise).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class GlobalHotkey(QObject):
 
     def _start(self, spec: str) -> None:
         try:
-            from app.core.display import import_pynput
-            from app.core.stops import _start_listener
+            from app.desktop.display import import_pynput
+            from app.desktop.stops import _start_listener
 
             pynput = import_pynput()
             listener = pynput.keyboard.GlobalHotKeys({spec: self.triggered.emit})
@@ -99,7 +99,7 @@ class GlobalHotkey(QObject):
 
     @staticmethod
     def _stop_listener(listener: Any) -> None:
-        from app.core.stops import stop_listener
+        from app.desktop.stops import stop_listener
 
         if not stop_listener(listener):
             log.warning("the hotkey listener did not stop in time")

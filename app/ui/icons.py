@@ -7,7 +7,7 @@ from functools import lru_cache
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPen, QPixmap
 
-from app.core.resources import resource_path
+from app.domain.resources import resource_path
 
 STATES = ("idle", "thinking", "waiting", "acting", "paused")
 STATE_WORDS = {

@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from app.core.paths import BASE_DIR_ENV, default_paths
+from app.domain.paths import BASE_DIR_ENV, default_paths
 
 log = logging.getLogger("deskhand.ui")
 DRY_RUN_NOTICE = "Dry run: Deskhand shows each step it would take but performs none of them."
@@ -64,7 +64,7 @@ def launch(argv: Sequence[str]) -> int:
         return 0
     if args.base_dir:
         os.environ[BASE_DIR_ENV] = args.base_dir  # default_paths and any child process see the same folder
-    from app.core.display import check_display, declare_dpi_awareness
+    from app.desktop.display import check_display, declare_dpi_awareness
 
     try:
         paths = default_paths(args.base_dir).ensure()
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.core.settings import load_settings
+    from app.domain.settings import load_settings
     from app.ui.application import Application
     from app.ui.icons import app_icon
     from app.ui.messages import CrashReporter

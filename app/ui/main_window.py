@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import events as ev
+from app.domain import events as ev
 from app.ui.agent_host import Delivered
 from app.ui.icons import STATE_WORDS, app_icon
 from app.ui.info_bar import InfoBar

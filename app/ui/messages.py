@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.errors import DeskhandError
+from app.domain.errors import DeskhandError
 from app.ui.icons import app_icon
 
 log = logging.getLogger("deskhand.ui")

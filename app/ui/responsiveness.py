@@ -14,8 +14,8 @@ import os
 import sys
 import threading
 
-from app.core.settings import Settings
-from app.core.worker import EngineFactory
+from app.agent.worker import EngineFactory
+from app.domain.settings import Settings
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.ui")
@@ -23,8 +23,8 @@ log = logging.getLogger("deskhand.ui")
 # What the first run would otherwise import on the worker thread: compiling and executing a module holds the
 # GIL in long stretches, which would stall the UI thread in the middle of the run. Imported once, at start-up.
 WARM_IMPORTS = ("app.engine.local", "app.engine.llama_runtime", "app.engine.session", "app.engine.image_cache",
-                "app.engine.sampling", "app.core.capture", "app.core.executor", "app.core.backends",
-                "app.core.recorder", "mss", "Xlib.display", "jinja2")
+                "app.engine.sampling", "app.desktop.capture", "app.desktop.executor", "app.desktop.pynput_backend",
+                "app.agent.recorder", "mss", "Xlib.display", "jinja2")
 
 
 def warm_up() -> None:

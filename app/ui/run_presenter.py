@@ -8,8 +8,8 @@ import logging
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core import events as ev
-from app.core.approval import Decision
+from app.agent.approval import Decision
+from app.domain import events as ev
 from app.ui.agent_host import AgentHost, Delivered
 from app.ui.approval_dialog import ApprovalDialog
 from app.ui.main_window import MainWindow

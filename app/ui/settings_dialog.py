@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.settings import Settings, validate
+from app.domain.settings import Settings, validate
 from app.ui.hotkeys import hotkey_problem
 from app.ui.icons import app_icon
 

@@ -1,0 +1,310 @@
+"""One run: capture → propose → decide → approve → execute → settle → record, until it ends.
+
+Runs on the worker thread that owns the engine, the capturer, the executor and the recorder. It publishes
+events and waits on the decision gate; nothing here knows about Qt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+from PIL import Image
+
+from app.agent.approval import Decision, DecisionGate
+from app.agent.policy import PolicyConfig, Verdict, decide
+from app.agent.recorder import Recorder, StepRecord
+from app.desktop.capture import CaptureConfig, Screenshot, StaleTargetError
+from app.desktop.executor import Executor, Outcome
+from app.desktop.stops import UserInputDetected
+from app.domain import events as ev
+from app.domain.actions import Action, Answer, AskUser, Wait, target_of, tool_call_of
+from app.domain.cancel import AnyOf, CancelToken
+from app.domain.errors import ActionError, Cancelled, DeskhandError, ProposalError
+from app.domain.proposal import Observation, PastStep, Proposal
+from app.engine.base import Engine
+
+log = logging.getLogger("deskhand.agent")
+
+PAUSE_STEP = 0  # the gate's request number while the run is paused
+STALE = "\x00stale"  # execute() → one_step(): the target changed, propose this step again
+MAX_STALE_RETRIES = 3
+
+
+class ScreenSource(Protocol):
+    """What the loop needs of the capturer (`app.desktop.capture.Capturer`)."""
+
+    def grab(self, monitor: Any = None) -> Screenshot: ...
+    def settle(self, monitor: Any = None, token: CancelToken | None = None) -> Any: ...
+    def ensure_unchanged(self, shot: Screenshot, action: Action) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    step_limit: int = 40
+    monitor: Any = None  # None: the monitor under the pointer; a number; "all"
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+    private: bool = False  # store no screenshots
+    prefetch: bool = True  # evaluate the next step's prefix while the user decides
+
+
+def encode_view(image: Image.Image, max_width: int = 0) -> bytes:
+    """A JPEG of the frame for the UI (the worker keeps the pixels the model saw)."""
+    img = image
+    if max_width and img.width > max_width:
+        img = img.resize((max_width, round(img.height * max_width / img.width)), Image.Resampling.BILINEAR)
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, "JPEG", quality=88)
+    return buf.getvalue()
+
+
+@dataclass
+class _Step:
+    n: int
+    shot: Screenshot
+    feedback: str  # what the model is told with this screenshot
+    attempt: int = 1
+
+
+class Run:
+    """The state of one run: its history and step counter belong to the worker thread."""
+
+    def __init__(self, run_id: int, task: str, config: RunConfig, engine: Engine, screen: ScreenSource,
+                 executor: Executor, recorder: Recorder | None, sink: ev.EventSink, gate: DecisionGate,
+                 token: CancelToken, pause: threading.Event, on_user_input_resume: Callable[[], None] | None = None
+                 ) -> None:
+        self.run_id, self.task, self.cfg = run_id, task, config
+        self.engine, self.screen, self.executor, self.recorder = engine, screen, executor, recorder
+        self.sink, self.gate, self.token, self.pause = sink, gate, token, pause
+        self.history: list[PastStep] = []
+        self.proposed: list[Action] = []
+        self.auto_approve = config.policy.auto_approve
+        self.on_user_input_resume = on_user_input_resume
+
+    # ------------------------------------------------------------------ helpers
+    def publish(self, event: ev.Event) -> None:
+        try:
+            self.sink(event)
+        except Exception:  # a broken listener must not end the run
+            log.exception("event sink failed for %s", type(event).__name__)
+
+    def record(self, rec: StepRecord) -> None:
+        if self.recorder is None:
+            return
+        try:
+            self.recorder.add_step(self.run_id, rec, self.cfg.private)
+        except DeskhandError as exc:
+            self.publish(ev.Notice(self.run_id, str(exc)))
+
+    def wait_paused(self, reason: str) -> bool:
+        """Pause until the user resumes (True) or stops (False)."""
+        self.gate.open(PAUSE_STEP)  # before the event: a Resume that follows it at once must not be lost
+        self.publish(ev.RunPaused(self.run_id, reason))
+        decision = self.gate.wait(PAUSE_STEP, self.token)
+        self.pause.clear()
+        if decision.kind == "stop" or self.token.cancelled:
+            return False
+        self.publish(ev.RunResumed(self.run_id))
+        return True
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> ev.RunFinished:
+        feedback = ""
+        step = 1
+        try:
+            while step <= self.cfg.step_limit:
+                self.token.check()
+                if self.pause.is_set() and not self.wait_paused("Paused by you."):
+                    return self.finish("stopped", "", "Stopped while paused.", step - 1)
+                outcome = self.one_step(_Step(step, self.screen.grab(self.cfg.monitor), feedback))
+                if isinstance(outcome, ev.RunFinished):
+                    return outcome
+                feedback = outcome
+                step += 1
+            return self.finish("step_limit", "", f"Stopped after {self.cfg.step_limit} steps (the step limit). "
+                               "Raise it in Settings if the task needs more.", step - 1)
+        except Cancelled as exc:
+            return self.finish("stopped", "", stopped_message(exc), step - 1)
+        except DeskhandError as exc:
+            return self.finish("failed", "", str(exc), step - 1)
+
+    def finish(self, outcome: str, answer: str, message: str, steps: int) -> ev.RunFinished:
+        if self.recorder is not None:
+            try:
+                self.recorder.finish_run(self.run_id, outcome, answer, message)
+            except DeskhandError as exc:
+                log.warning("%s", exc)
+        return ev.RunFinished(self.run_id, outcome, answer, message, steps)
+
+    def one_step(self, st: _Step) -> str | ev.RunFinished:
+        """Returns the feedback for the next step, or how the run finished."""
+        for attempt in range(1, MAX_STALE_RETRIES + 2):
+            st.attempt = attempt
+            self.publish(ev.ScreenCaptured(self.run_id, st.n, encode_view(st.shot.image, 960), *st.shot.image.size,
+                                           st.shot.monitor.label()))
+            obs = Observation(st.shot.image, st.shot.digest, st.feedback)
+
+            def stream(text: str, n: int = st.n) -> None:
+                self.publish(ev.TokensStreamed(self.run_id, n, text))
+
+            try:
+                proposal = self.engine.propose(self.task, obs, self.history, self.token, stream)
+            except ProposalError as exc:
+                return self.failed_proposal(st, obs, exc)
+            result = self.handle(st, obs, proposal)
+            if result != STALE:
+                return result
+            st = _Step(st.n, self.screen.grab(self.cfg.monitor), st.feedback)
+        raise DeskhandError(f"The screen kept changing around the target of step {st.n}.",
+                            "Wait until the screen is still, then start the task again.")
+
+    def failed_proposal(self, st: _Step, obs: Observation, exc: ProposalError) -> str:
+        self.publish(ev.ProposalFailed(self.run_id, st.n, exc.what, exc.raw))
+        self.record(StepRecord(st.n, st.attempt, st.shot.image, st.shot.as_json(), st.feedback, exc.raw,
+                               verdict="invalid", error=str(exc)))
+        self.history.append(PastStep(obs, exc.raw))
+        return f"Your last answer could not be used: {exc.what} Reply with one valid JSON object."
+
+    def handle(self, st: _Step, obs: Observation, p: Proposal) -> str | ev.RunFinished:
+        action = p.action
+        base = StepRecord(st.n, st.attempt, st.shot.image, st.shot.as_json(), st.feedback, p.raw, p.note, p.thought,
+                          tool_call_of(action), timings=asdict(p.timings), counters=asdict(p.counters))
+        target = target_of(action)
+        try:
+            screen_point = st.shot.to_input(target) if target is not None else None
+            description = action.describe(st.shot.locator())
+        except ActionError as exc:  # aimed outside every monitor
+            self.history.append(PastStep(obs, p.raw))
+            self.publish(ev.StepDecided(self.run_id, st.n, "refused", exc.what))
+            self.record(replace(base, verdict="refuse", reason=exc.what))
+            return f"Deskhand refused your action: {exc.what}"
+        verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
+                                              self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
+                         self.proposed, st.shot.target_window(action))
+        if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
+            verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
+        self.proposed.append(action)
+        rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky)
+        if verdict.kind == "ask":
+            self.gate.open(st.n)  # before the event: a decision that follows it at once must not be lost
+        self.publish(self.proposed_event(st, p, description, screen_point, verdict))
+        if verdict.kind == "refuse":
+            self.history.append(PastStep(obs, p.raw))
+            self.publish(ev.StepDecided(self.run_id, st.n, "refused", verdict.reason))
+            self.record(replace(rec, decision="refused"))
+            return f"Deskhand refused this action: {verdict.reason}"
+        decision = Decision("approve") if verdict.kind == "auto" else self.ask(st, obs, p)
+        if decision.auto_approve_safe is not None:
+            self.auto_approve = decision.auto_approve_safe
+        return self.apply(st, obs, p, decision, rec, auto=verdict.kind == "auto")
+
+    def ask(self, st: _Step, obs: Observation, p: Proposal) -> Decision:
+        if self.cfg.prefetch:
+            prefetch = getattr(self.engine, "prepare_next", None)
+            if prefetch is not None:  # yields to the decision, and to Stop / the panic hotkey / the corner
+                prefetch(self.task, [*self.history, PastStep(obs, p.raw)], AnyOf(self.gate.interrupt, self.token))
+        return self.gate.wait(st.n, self.token)
+
+    def proposed_event(self, st: _Step, p: Proposal, description: str, screen_point: tuple[int, int] | None,
+                       verdict: Verdict) -> ev.StepProposed:
+        point = target_of(p.action)
+        m = st.shot.monitor
+        return ev.StepProposed(
+            self.run_id, st.n, p.action, description, p.note, p.thought, getattr(p.action, "element", None),
+            screen_point, st.shot.to_pixels(point) if point is not None else None, encode_view(st.shot.image),
+            st.shot.image.size, (m.left, m.top, m.width, m.height), verdict.risky, verdict.reason,
+            verdict.kind != "auto", p.timings, p.counters)
+
+    def apply(self, st: _Step, obs: Observation, p: Proposal, d: Decision, rec: StepRecord,
+              auto: bool) -> str | ev.RunFinished:
+        kind = "auto" if auto else d.kind
+        final = replace(rec, decision=kind, feedback=d.feedback)
+        if d.kind == "stop":
+            self.record(final)
+            self.token.cancel("stopped by you")
+            raise Cancelled("stopped by you")
+        self.publish(ev.StepDecided(self.run_id, st.n, kind, d.feedback))
+        self.history.append(PastStep(obs, p.raw))
+        if d.kind == "skip":
+            self.record(final)
+            return "The user skipped this action; it was not performed."
+        if d.kind == "reject":
+            self.record(final)
+            return f"The user rejected this action: {d.feedback or '(no reason given)'}"
+        action = d.action if (d.kind == "edit" and d.action is not None) else p.action
+        if d.kind == "edit":  # the record judges what is performed, not what was proposed
+            judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
+                            st.shot.target_window(action))
+            final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
+                            reason=f"{final.reason} Edited: {judged.reason}")
+        if isinstance(action, Answer):
+            self.record(final)
+            return self.finish("answered", action.text, "The model finished the task.", st.n)
+        if isinstance(action, AskUser):
+            self.record(final)
+            return f"The user answered: {d.feedback}" if d.feedback else "The user did not answer."
+        if isinstance(action, Wait):
+            self.record(final)
+            if self.token.wait(action.seconds):
+                raise Cancelled("stopped by you")
+            return f"Waited {action.seconds:g} seconds."
+        return self.execute(st, action, final, edited=d.kind == "edit")
+
+    def execute(self, st: _Step, action: Action, final: StepRecord, edited: bool) -> str:
+        try:
+            self.screen.ensure_unchanged(st.shot, action)
+        except StaleTargetError as exc:
+            self.publish(ev.TargetChanged(self.run_id, st.n, exc.what))
+            self.history.pop()  # the step is proposed again on a fresh screenshot
+            self.proposed.pop()  # and that is not the model repeating itself
+            self.record(replace(final, error=f"stale target: {exc.what}"))
+            return STALE
+        hidden = getattr(self.screen, "hidden", None)  # Deskhand's windows must not catch its own clicks or keys
+        try:
+            with hidden() if hidden is not None else contextlib.nullcontext():
+                outcome: Outcome = self.executor.perform(action, st.shot, self.token)
+        except UserInputDetected as exc:
+            self.record(replace(final, error=exc.what))
+            if not self.wait_paused(exc.what):
+                raise Cancelled("stopped by you") from None
+            if self.on_user_input_resume is not None:
+                self.on_user_input_resume()
+            return "The user took over the mouse or keyboard while the action ran; it may be incomplete."
+        except ActionError as exc:
+            self.record(replace(final, error=exc.what))
+            return f"Deskhand could not perform the action: {exc.what}"
+        where = outcome.points[0] if outcome.points else None
+        self.publish(ev.StepExecuted(self.run_id, st.n, outcome.description, where, outcome.duration_s))
+        self.record(replace(final, executed=outcome.as_json()))
+        self.screen.settle(self.cfg.monitor, self.token)
+        return f"Done{' (as corrected by the user)' if edited else ''}: {outcome.description}."
+
+
+def stopped_message(exc: BaseException) -> str:
+    """"Stopped by you.", "Stopped: the panic hotkey (Shift+Esc) was pressed." — from the token's reason."""
+    why = str(exc).strip().rstrip(".")
+    if not why or why.lower() == "stopped":
+        return "Stopped by you."
+    if why.lower().startswith("stopped"):
+        return why[0].upper() + why[1:] + "."
+    return f"Stopped: {why[0].lower() + why[1:]}."
+
+
+def run_task(run_id: int, task: str, config: RunConfig, engine: Engine, screen: ScreenSource, executor: Executor,
+             recorder: Recorder | None, sink: ev.EventSink, gate: DecisionGate, token: CancelToken,
+             pause: threading.Event | None = None, on_user_input_resume: Callable[[], None] | None = None,
+             ) -> ev.RunFinished:
+    """Run one task to its end and publish RunFinished (also returned)."""
+    run = Run(run_id, task, config, engine, screen, executor, recorder, sink, gate, token,
+              pause or threading.Event(), on_user_input_resume)
+    finished = run.run()
+    run.publish(finished)
+    return finished
+
+

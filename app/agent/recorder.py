@@ -1,0 +1,254 @@
+"""The record of every run: SQLite (WAL) rows plus one image file per step. The run's only writer.
+
+Each step is committed as soon as it ends, so a killed process loses nothing but the step in flight; the
+next start marks runs left "running" as interrupted. Reading (the history view, export) opens its own
+connection: SQLite in WAL mode lets a reader and this writer work at the same time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from app.domain.errors import DeskhandError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    task TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    status TEXT NOT NULL DEFAULT 'running',  -- running | answered | stopped | failed | step_limit | interrupted
+    model TEXT NOT NULL DEFAULT '',
+    settings TEXT NOT NULL DEFAULT '{}',
+    answer TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT '',
+    private INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    recorded_at REAL NOT NULL,
+    screenshot TEXT,  -- file name inside the run's folder; NULL in private mode
+    width INTEGER, height INTEGER,
+    monitor TEXT NOT NULL DEFAULT '{}',
+    observation TEXT NOT NULL DEFAULT '',  -- the feedback the model was given with this screenshot
+    raw_output TEXT NOT NULL DEFAULT '',
+    note TEXT, thought TEXT NOT NULL DEFAULT '',
+    action TEXT,  -- the parsed tool call, model space
+    description TEXT NOT NULL DEFAULT '',
+    verdict TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', risky INTEGER NOT NULL DEFAULT 0,
+    decision TEXT NOT NULL DEFAULT '',
+    edited_action TEXT, feedback TEXT NOT NULL DEFAULT '',
+    executed TEXT,  -- what the executor did, screen coordinates
+    timings TEXT NOT NULL DEFAULT '{}', counters TEXT NOT NULL DEFAULT '{}',
+    error TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, step, attempt)
+);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
+"""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    attempt: int = 1
+    image: Image.Image | None = None
+    monitor: dict[str, Any] | None = None
+    observation: str = ""
+    raw_output: str = ""
+    note: str | None = None
+    thought: str = ""
+    action: dict[str, Any] | None = None
+    description: str = ""
+    verdict: str = ""
+    reason: str = ""
+    risky: bool = False
+    decision: str = ""
+    edited_action: dict[str, Any] | None = None
+    feedback: str = ""
+    executed: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    counters: dict[str, Any] | None = None
+    error: str = ""
+
+
+def _dump(v: Any) -> str | None:
+    return None if v is None else json.dumps(v, ensure_ascii=False)
+
+
+def connect(db: Path) -> sqlite3.Connection:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(db, timeout=10, isolation_level=None)  # autocommit; explicit transactions below
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA foreign_keys=ON")
+    con.executescript(SCHEMA)
+    return con
+
+
+def _disk_error(exc: Exception, what: str) -> DeskhandError:
+    full = "full" in str(exc).lower() or getattr(exc, "errno", None) == 28
+    return DeskhandError(
+        f"Deskhand could not save {what}: {'the disk is full' if full else exc}.",
+        "Free some disk space (or delete old runs in History); the run goes on, but this step is not recorded."
+        if full else "Check the data folder's permissions in `deskhand doctor`.")
+
+
+class Recorder:
+    """Writes runs; owned by the run's worker thread (one connection per thread, as SQLite wants)."""
+
+    def __init__(self, db: Path, runs_dir: Path) -> None:
+        self.db, self.runs_dir = db, runs_dir
+        self.con = connect(db)
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextmanager
+    def _tx(self, what: str) -> Iterator[sqlite3.Connection]:
+        try:
+            self.con.execute("BEGIN IMMEDIATE")
+            yield self.con
+            self.con.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            if self.con.in_transaction:
+                self.con.execute("ROLLBACK")
+            raise _disk_error(exc, what) from None
+
+    def mark_interrupted(self) -> int:
+        """Runs still "running" were cut short by a crash or a kill; returns how many."""
+        with self._tx("the run list") as c:
+            cur = c.execute("UPDATE runs SET status='interrupted', ended_at=COALESCE(ended_at, ?), "
+                            "message='Deskhand was closed or crashed during this run.' WHERE status='running'",
+                            (time.time(),))
+            return cur.rowcount
+
+    def start_run(self, task: str, model: str, settings: dict[str, Any], private: bool) -> int:
+        with self._tx("the new run") as c:
+            cur = c.execute("INSERT INTO runs(task, started_at, model, settings, private) VALUES (?, ?, ?, ?, ?)",
+                            (task, time.time(), model, json.dumps(settings), int(private)))
+            run_id = int(cur.lastrowid or 0)
+        (self.runs_dir / str(run_id)).mkdir(parents=True, exist_ok=True)
+        return run_id
+
+    def _save_image(self, run_id: int, rec: StepRecord, private: bool) -> str | None:
+        if rec.image is None or private:
+            return None
+        name = f"step-{rec.step:03d}-{rec.attempt}.png"
+        buf = io.BytesIO()
+        rec.image.save(buf, "PNG", compress_level=1)  # lossless for training data; level 1 is 2× faster
+        try:
+            path = self.runs_dir / str(run_id) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(buf.getvalue())
+            tmp.replace(path)
+        except OSError as exc:
+            raise _disk_error(exc, f"the screenshot of step {rec.step}") from None
+        return name
+
+    def add_step(self, run_id: int, rec: StepRecord, private: bool = False) -> None:
+        shot = self._save_image(run_id, rec, private)
+        w, h = (rec.image.size if rec.image is not None else (None, None))
+        with self._tx(f"step {rec.step}") as c:
+            c.execute(
+                "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, monitor,"
+                " observation, raw_output, note, thought, action, description, verdict, reason, risky, decision,"
+                " edited_action, feedback, executed, timings, counters, error)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
+                 rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
+                 rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
+                 _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), rec.error))
+
+    def finish_run(self, run_id: int, status: str, answer: str = "", message: str = "") -> None:
+        with self._tx("the end of the run") as c:
+            c.execute("UPDATE runs SET status=?, ended_at=?, answer=?, message=? WHERE id=?",
+                      (status, time.time(), answer, message, run_id))
+
+    def apply_retention(self, days: int) -> int:
+        """Delete runs older than `days` (0 keeps everything); returns how many went."""
+        if days <= 0:
+            return 0
+        cutoff = time.time() - days * 86400
+        ids = [r["id"] for r in self.con.execute(
+            "SELECT id FROM runs WHERE started_at < ? AND status != 'running'", (cutoff,))]
+        for run_id in ids:
+            delete_run(self.con, self.runs_dir, run_id)
+        return len(ids)
+
+
+# ---------------------------------------------------------------------- reading, export, deletion
+
+
+def list_runs(con: sqlite3.Connection, limit: int = 200) -> list[dict[str, Any]]:
+    rows = con.execute("SELECT r.*, (SELECT COUNT(DISTINCT step) FROM steps s WHERE s.run_id = r.id) AS n_steps "
+                       "FROM runs r ORDER BY started_at DESC LIMIT ?", (limit,))
+    return [dict(r) for r in rows]
+
+
+def run_steps(con: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+    rows = con.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY step, attempt", (run_id,))
+    out = []
+    for r in rows:
+        d = dict(r)
+        for key in ("monitor", "action", "edited_action", "executed", "timings", "counters"):
+            d[key] = json.loads(d[key]) if d[key] else None
+        out.append(d)
+    return out
+
+
+def recent_tasks(con: sqlite3.Connection, limit: int = 10) -> list[str]:
+    rows = con.execute("SELECT task, MAX(started_at) AS t FROM runs GROUP BY task ORDER BY t DESC LIMIT ?", (limit,))
+    return [r["task"] for r in rows]
+
+
+def delete_run(con: sqlite3.Connection, runs_dir: Path, run_id: int) -> None:
+    con.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
+    con.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    shutil.rmtree(runs_dir / str(run_id), ignore_errors=True)
+
+
+def export_run(con: sqlite3.Connection, runs_dir: Path, run_id: int, dest: Path) -> Path:
+    """A folder with run.json, steps.jsonl and the screenshots: usable as training or annotation data, and as
+    `deskhand propose --history steps.jsonl` input (each line has "screenshot", "answer" and "feedback")."""
+    run = con.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if run is None:
+        raise DeskhandError(f"There is no run {run_id}.", "Choose a run from the History list.")
+    folder = dest / f"deskhand-run-{run_id}"
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = dict(run)
+    meta["settings"] = json.loads(meta["settings"] or "{}")
+    (folder / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+    lines = []
+    steps = run_steps(con, run_id)
+    for i, s in enumerate(steps):
+        nxt = steps[i + 1]["observation"] if i + 1 < len(steps) else ""
+        if s["screenshot"]:
+            src = runs_dir / str(run_id) / s["screenshot"]
+            if src.exists():
+                shutil.copy2(src, folder / s["screenshot"])
+        lines.append(json.dumps({
+            "step": s["step"], "attempt": s["attempt"], "screenshot": s["screenshot"], "width": s["width"],
+            "height": s["height"], "monitor": s["monitor"], "observation": s["observation"],
+            "answer": s["raw_output"], "note": s["note"], "thought": s["thought"], "action": s["action"],
+            "description": s["description"], "verdict": s["verdict"], "risky": bool(s["risky"]),
+            "decision": s["decision"], "edited_action": s["edited_action"], "user_feedback": s["feedback"],
+            "feedback": nxt,  # what the model was told next: `propose --history` reads this
+            "executed": s["executed"], "timings": s["timings"], "error": s["error"],
+        }, ensure_ascii=False))
+    (folder / "steps.jsonl").write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    return folder

@@ -1,0 +1,232 @@
+"""The worker thread that owns the stateful resources — model, capture handle, input controllers, database
+connection — and runs one task at a time. The UI talks to it through four requests and hears events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from app.agent.approval import Decision, DecisionGate
+from app.agent.loop import RunConfig, run_task, stopped_message
+from app.agent.policy import PolicyConfig
+from app.agent.recorder import Recorder
+from app.desktop.capture import CaptureConfig, Capturer
+from app.desktop.executor import DryRunExecutor, Executor
+from app.domain import events as ev
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
+from app.domain.paths import Paths
+from app.domain.settings import Settings
+from app.engine.base import Engine
+
+log = logging.getLogger("deskhand.worker")
+
+EngineFactory = Callable[[Settings], Engine]
+HideHook = Callable[[], AbstractContextManager[object]]
+
+
+def local_engine(settings: Settings) -> Engine:
+    from app.engine.local import LocalEngine, LocalEngineConfig
+
+    return LocalEngine(LocalEngineConfig(
+        text_model=settings.text_model, mmproj=settings.mmproj, profile=settings.profile,
+        n_gpu_layers=settings.gpu_layers, n_ctx=settings.context_size, max_tiles=settings.tile_budget))
+
+
+def engine_key(s: Settings) -> tuple[Any, ...]:
+    return (s.text_model, s.mmproj, s.profile, s.gpu_layers, s.context_size, s.tile_budget)
+
+
+def run_config(s: Settings) -> RunConfig:
+    # "pointer": the monitor under the pointer (else the primary); "all"; or a monitor number
+    monitor: Any = int(s.monitor) if s.monitor.isdigit() else ("all" if s.monitor == "all" else None)
+    return RunConfig(
+        step_limit=s.step_limit, monitor=monitor,
+        policy=PolicyConfig(auto_approve=s.approval_policy == "auto_approve_safe", loop_limit=s.loop_guard_repeats,
+                            panic_hotkey=s.panic_hotkey),
+        capture=CaptureConfig(settle_timeout_s=s.settle_timeout_s, settle_quiet_frames=s.settle_quiet_frames,
+                              settle_threshold=s.settle_threshold),
+        private=s.private_mode)
+
+
+@dataclass
+class _Current:
+    run_id: int
+    token: CancelToken
+
+
+class AgentWorker:
+    def __init__(self, paths: Paths, sink: ev.EventSink, *, engine_factory: EngineFactory = local_engine,
+                 hide: HideHook | None = None, dry_run: bool = False,
+                 executor_factory: Callable[[CancelToken, Capturer, Settings], tuple[Executor, Any]] | None = None
+                 ) -> None:
+        self.paths, self.sink, self.engine_factory = paths, sink, engine_factory
+        self.hide, self.dry_run, self.executor_factory = hide, dry_run, executor_factory
+        self.gate = DecisionGate()
+        self.pause_flag = threading.Event()
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._thread = threading.Thread(target=self._main, name="deskhand-worker", daemon=True)
+        self._lock = threading.Lock()
+        self._current: _Current | None = None
+        self._engine: Engine | None = None
+        self._engine_key: tuple[Any, ...] | None = None
+        self._capturer: Capturer | None = None
+        self._recorder: Recorder | None = None
+        self.interrupted_runs = 0
+
+    # ------------------------------------------------------------------ requests (any thread)
+    def start(self) -> AgentWorker:
+        self._thread.start()
+        return self
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._current is not None
+
+    def start_task(self, task: str, settings: Settings) -> bool:
+        """Queue a run; False when one is already running."""
+        with self._lock:
+            if self._current is not None or not task.strip():
+                return False
+            self._current = _Current(0, CancelToken())
+        self.pause_flag.clear()
+        self._queue.put(("run", (task.strip(), settings)))
+        return True
+
+    def decide(self, step: int, decision: Decision) -> bool:
+        return self.gate.resolve(step, decision)
+
+    def stop(self, reason: str = "stopped by you") -> None:
+        with self._lock:
+            if self._current is not None:
+                self._current.token.cancel(reason)
+
+    def set_paused(self, paused: bool) -> None:
+        if paused:
+            self.pause_flag.set()
+        else:
+            self.pause_flag.clear()
+            self.gate.resolve(0, Decision("resume"))
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.stop("Deskhand is quitting")
+        self._queue.put(("quit", None))
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ the thread
+    def _main(self) -> None:
+        try:
+            self._recorder = Recorder(self.paths.database, self.paths.runs)
+            self.interrupted_runs = self._recorder.mark_interrupted()
+            if self.interrupted_runs:  # the UI says so once; History lists them as "interrupted"
+                n = self.interrupted_runs
+                self.sink(ev.Notice(0, f"{n} run{'s were' if n > 1 else ' was'} cut short when Deskhand last closed "
+                                       f"or crashed; History lists {'them' if n > 1 else 'it'} as interrupted."))
+        except DeskhandError as exc:
+            log.error("run records unavailable: %s", exc)
+        while True:
+            cmd, arg = self._queue.get()
+            if cmd == "quit":
+                break
+            if cmd == "run":
+                self._run(*arg)
+        self._release()
+
+    def _release(self) -> None:
+        for closer in (self._engine, self._capturer, self._recorder):
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer.close()
+
+    def _ensure_engine(self, settings: Settings, run_id: int, token: CancelToken) -> Engine:
+        key = engine_key(settings)
+        if self._engine is not None and self._engine_key == key:
+            return self._engine
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        if not settings.text_model or not settings.mmproj:
+            raise DeskhandError("No model is set up yet.",
+                                "Open Settings → Model (or the setup assistant) and choose or download the model.")
+        engine = self.engine_factory(settings)
+        info = engine.load(lambda f, what: self.sink(ev.ModelLoading(run_id, f, what)), token)
+        self._engine, self._engine_key = engine, key
+        self.sink(ev.ModelLoaded(run_id, info))
+        for warning in info.warnings:
+            self.sink(ev.Notice(run_id, warning))
+        return engine
+
+    def _run(self, task: str, settings: Settings) -> None:
+        with self._lock:
+            assert self._current is not None
+            token = self._current.token
+        run_id = 0
+        guard: Any = None
+        executor: Executor | None = None
+        try:
+            if self._recorder is not None:
+                if settings.retention_days:
+                    self._recorder.apply_retention(settings.retention_days)
+                run_id = self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+            with self._lock:
+                self._current = _Current(run_id, token)
+            self.sink(ev.RunStarted(run_id, task))
+            engine = self._ensure_engine(settings, run_id, token)
+            cfg = run_config(settings)
+            if self._capturer is None:
+                self._capturer = Capturer(cfg.capture, hide=self.hide)
+            capturer = self._capturer
+            capturer.config = cfg.capture
+            executor, guard = self._executor(token, capturer, settings)
+            run_task(run_id, task, cfg, engine, capturer, executor, self._recorder, self._emit, self.gate, token,
+                     self.pause_flag, getattr(guard, "resume", None))
+        except Cancelled as exc:
+            self._fail(run_id, "stopped", stopped_message(exc))
+        except DeskhandError as exc:
+            self._fail(run_id, "failed", str(exc))
+        except Exception as exc:  # a bug: say so, keep the worker alive for the next run
+            log.exception("run %s failed", run_id)
+            self._fail(run_id, "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc}).\n→ Try "
+                       f"again; if it happens again, report it with the log file in {self.paths.logs}.")
+        finally:
+            for closer in (guard, executor):
+                stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
+                if stop is not None:
+                    with contextlib.suppress(Exception):
+                        stop()
+            with self._lock:
+                if self._current is not None and self._current.token is token:
+                    self._current = None
+
+    def _executor(self, token: CancelToken, capturer: Capturer, settings: Settings) -> tuple[Executor, Any]:
+        if self.executor_factory is not None:
+            return self.executor_factory(token, capturer, settings)
+        if self.dry_run:
+            return DryRunExecutor(), None
+        from app.desktop.executor import pynput_executor
+        from app.desktop.stops import Stops, StopsConfig
+
+        stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
+        return pynput_executor(guard=stops), stops
+
+    def _fail(self, run_id: int, outcome: str, message: str) -> None:
+        if self._recorder is not None and run_id:
+            with contextlib.suppress(DeskhandError):
+                self._recorder.finish_run(run_id, outcome, "", message)
+        self._emit(ev.RunFinished(run_id, outcome, "", message, 0))
+
+    def _emit(self, event: ev.Event) -> None:
+        """The run's events to the UI; when a run ends, a new task is accepted before anyone hears so."""
+        if isinstance(event, ev.RunFinished):
+            with self._lock:
+                self._current = None
+        self.sink(event)

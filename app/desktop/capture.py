@@ -1,0 +1,273 @@
+"""Screenshots with their geometry; waiting for the screen to settle; the stale-target check.
+
+One `Capturer` per thread: mss handles belong to the thread that made them (the agent's worker). The UI's `hide`
+hook (a callable returning a context manager) is entered around every grab, so Deskhand's own windows never
+reach the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from PIL import Image, ImageChops
+
+from app.desktop.display import black_frame_error, capture_error
+from app.desktop.windows import DesktopInfo, WindowInfo, open_desktop_info, window_at
+from app.domain import geometry
+from app.domain.actions import Action, Locator, Point, points_of, target_of
+from app.domain.cancel import CancelToken
+from app.domain.errors import ActionError, CaptureError
+from app.domain.geometry import Layout, Monitor
+
+log = logging.getLogger(__name__)
+HideHook = Callable[[], AbstractContextManager[object]]
+Which = int | Literal["all"] | None
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """Settle and stale-check bounds (embedded in the settings later)."""
+
+    settle_interval_s: float = 0.1  # between the frames compared while settling
+    settle_timeout_s: float = 3.0  # give up waiting and observe anyway
+    settle_quiet_frames: int = 2  # consecutive comparisons below the threshold that count as "still"
+    settle_threshold: float = 0.0002  # changed fraction of the screen; 0.0002 of 1080p ≈ a 20×20 spinner
+    pixel_tolerance: int = 16  # channel difference (0..255) that counts as a changed pixel
+    stale_radius: int = 40  # input units around the target that must be unchanged
+    stale_threshold: float = 0.05  # changed fraction of that box that makes the target stale
+    refuse_black_frames: bool = True  # an all-black frame means a permission/session problem
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    image: Image.Image  # RGB, captured pixels
+    monitor: Monitor
+    layout: Layout
+    taken_at: float  # time.time()
+    digest: str  # content hash of the captured pixels (the engine caches image embeddings by it)
+    windows: tuple[WindowInfo, ...] = ()  # top-most first, where the platform can tell
+
+    def to_input(self, point: Point) -> tuple[int, int]:
+        return geometry.to_input(point, self)
+
+    def to_pixels(self, point: Point) -> tuple[float, float]:
+        return geometry.model_to_pixels(point, self.monitor)
+
+    def from_pixels(self, px: float, py: float) -> Point:
+        return geometry.pixels_to_model(px, py, self.monitor)
+
+    def locator(self) -> Locator:
+        return geometry.locator(self)
+
+    def window_at(self, point: Point) -> WindowInfo | None:
+        return window_at(self.windows, *self.to_input(point))
+
+    @property
+    def focused_window(self) -> WindowInfo | None:
+        return next((w for w in self.windows if w.focused), None)
+
+    def target_window(self, action: Action) -> WindowInfo | None:
+        """The window an action acts on: under its point, or the focused one for keyboard actions."""
+        point = target_of(action)
+        return self.window_at(point) if point is not None else self.focused_window
+
+    def as_json(self) -> dict[str, Any]:
+        return {"monitor": self.monitor.as_json(), "monitors": self.layout.as_json(), "taken_at": self.taken_at,
+                "digest": self.digest, "size": list(self.image.size)}
+
+
+@dataclass(frozen=True)
+class Settled:
+    shot: Screenshot  # the observation, taken once the screen was still (or at the timeout)
+    settled: bool
+    waited_s: float
+    frames: int
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    unchanged: bool
+    changed: float  # fraction of the box around the target that differs
+    reason: str = ""
+
+
+class StaleTargetError(ActionError):
+    """The screen changed where the approved action points: nothing was done; propose the step again."""
+
+
+def changed_fraction(a: Image.Image, b: Image.Image, tolerance: int) -> float:
+    """Fraction of pixels whose largest channel difference exceeds `tolerance` (grey alone misses hue changes)."""
+    if a.size != b.size:
+        return 1.0
+    red, green, blue = ImageChops.difference(a, b).split()
+    largest = ImageChops.lighter(ImageChops.lighter(red, green), blue)
+    return sum(largest.histogram()[tolerance + 1:]) / (a.width * a.height)
+
+
+class Capturer:
+    """Owns the mss handle of the thread that creates it."""
+
+    def __init__(self, config: CaptureConfig | None = None, hide: HideHook | None = None,
+                 desktop: DesktopInfo | None = None, display: str | None = None) -> None:
+        self.config = config or CaptureConfig()
+        self.hide = hide
+        self._display = display
+        self._owner = threading.get_ident()
+        self._sct, self.layout = self._open()
+        self._desktop = desktop if desktop is not None else open_desktop_info(display)
+
+    def _open(self) -> tuple[Any, Layout]:
+        """A new mss handle and the monitors it sees (mss reads them once per handle)."""
+        import mss
+
+        try:
+            sct: Any = mss.MSS(display=self._display) if self._display else mss.MSS()
+        except mss.ScreenShotError as exc:
+            raise capture_error(exc) from exc
+        try:
+            monitors = sct.monitors
+            if len(monitors) < 2:
+                raise CaptureError("No monitor was found.", "Check that a screen is connected and switched on.")
+            return sct, Layout.from_mss(monitors)
+        except mss.ScreenShotError as exc:
+            sct.close()
+            raise capture_error(exc) from exc
+        except BaseException:
+            sct.close()
+            raise
+
+    def __enter__(self) -> Capturer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sct.close()
+        self._desktop.close()
+
+    def refresh_layout(self) -> Layout:
+        """Re-read the monitors (a monitor may have been plugged in): a new handle, a few milliseconds."""
+        self._check_thread()
+        fresh, self.layout = self._open()
+        self._sct.close()
+        self._sct = fresh
+        return self.layout
+
+    def _check_thread(self) -> None:
+        if threading.get_ident() != self._owner:
+            raise RuntimeError("A Capturer is used only by the thread that created it (mss handles are per thread).")
+
+    def choose(self, which: Which = None) -> Monitor:
+        """`which`: a monitor number, 0 or "all", or None for the monitor under the pointer (else the primary)."""
+        if which == "all":
+            return self.layout.union
+        if which is not None:
+            return self.layout.monitor(which)
+        where = self._desktop.pointer()
+        return (self.layout.containing(*where) if where else None) or self.layout.primary
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        """Deskhand's windows out of the way (the UI's hook): around every grab, and around every action."""
+        if self.hide is None:
+            yield
+        else:
+            with self.hide():
+                yield
+
+    def _raw(self, monitor: Monitor) -> tuple[Image.Image, bytearray]:
+        import mss
+
+        region = {"left": monitor.left, "top": monitor.top, "width": monitor.width, "height": monitor.height}
+        try:
+            shot = self._sct.grab(region)
+        except mss.ScreenShotError as exc:
+            raise capture_error(exc) from exc
+        return Image.frombuffer("RGB", shot.size, shot.raw, "raw", "BGRX", 0, 1), shot.raw
+
+    def _observation(self, monitor: Monitor, image: Image.Image, raw: bytearray) -> Screenshot:
+        if self.config.refuse_black_frames and image.getbbox() is None:  # no pixel above zero
+            raise black_frame_error(monitor.label())
+        digest = hashlib.sha256(f"{image.width}x{image.height}:".encode())
+        digest.update(raw)
+        try:
+            windows = self._desktop.windows()
+        except Exception:  # context for the policy, not worth failing the observation for
+            log.warning("could not list the windows on screen", exc_info=True)
+            windows = ()
+        return Screenshot(image, monitor.with_pixels(*image.size), self.layout, time.time(), digest.hexdigest(),
+                          windows)
+
+    def grab(self, monitor: Which = None) -> Screenshot:
+        """One observation of a monitor (see `choose`), with Deskhand's windows hidden."""
+        self._check_thread()
+        chosen = self.choose(monitor)
+        with self.hidden():
+            image, raw = self._raw(chosen)
+        return self._observation(chosen, image, raw)
+
+    def settle(self, monitor: Which = None, token: CancelToken | None = None) -> Settled:
+        """Wait until consecutive frames differ below the threshold (or the timeout); the last frame is the shot."""
+        self._check_thread()
+        cfg, chosen, start = self.config, self.choose(monitor), time.monotonic()
+        with self.hidden():
+            image, raw = self._raw(chosen)
+            frames, quiet, settled = 1, 0, False
+            while time.monotonic() - start < cfg.settle_timeout_s:
+                if token is not None:
+                    if token.wait(cfg.settle_interval_s):
+                        token.check()
+                else:
+                    time.sleep(cfg.settle_interval_s)
+                previous = image
+                image, raw = self._raw(chosen)
+                frames += 1
+                calm = changed_fraction(previous, image, cfg.pixel_tolerance) <= cfg.settle_threshold
+                quiet = quiet + 1 if calm else 0
+                if quiet >= cfg.settle_quiet_frames:
+                    settled = True
+                    break
+        return Settled(self._observation(chosen, image, raw), settled, time.monotonic() - start, frames)
+
+    def check_target(self, shot: Screenshot, point: Point) -> TargetCheck:
+        """Compare the box around `point` now with the same box in `shot` (Deskhand's windows hidden)."""
+        self._check_thread()
+        if not self.refresh_layout().same_geometry(shot.layout):
+            return TargetCheck(False, 1.0, "The monitor layout changed since the screenshot was taken.")
+        with self.hidden():
+            now, _ = self._raw(shot.monitor)
+        px, py = shot.to_pixels(point)
+        r = max(1, round(self.config.stale_radius * shot.monitor.scale))
+        box = (max(0, math.floor(px) - r), max(0, math.floor(py) - r),
+               min(shot.image.width, math.floor(px) + r + 1), min(shot.image.height, math.floor(py) + r + 1))
+        changed = changed_fraction(shot.image.crop(box), now.crop(box), self.config.pixel_tolerance)
+        if changed > self.config.stale_threshold:
+            x, y = shot.to_input(point)
+            return TargetCheck(False, changed, f"The screen around ({x}, {y}) changed since the screenshot "
+                                               f"({changed:.0%} of the area).")
+        return TargetCheck(True, changed)
+
+    def target_unchanged(self, shot: Screenshot, point: Point) -> bool:
+        return self.check_target(shot, point).unchanged
+
+    def ensure_unchanged(self, shot: Screenshot, action: Action) -> None:
+        """StaleTargetError if any point the action uses looks different now than in `shot`."""
+        for point in points_of(action):
+            check = self.check_target(shot, point)
+            if not check.unchanged:
+                raise StaleTargetError(f"Deskhand did not act ({action.describe(shot.locator())}): {check.reason}",
+                                       "The step will be proposed again from a new screenshot.")
+
+
+__all__ = ["CaptureConfig", "CaptureError", "Capturer", "HideHook", "Screenshot", "Settled", "StaleTargetError",
+           "TargetCheck", "changed_fraction"]

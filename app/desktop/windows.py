@@ -1,0 +1,131 @@
+"""Which windows are on screen (title, application, place) and where the pointer is: context for the risk policy.
+
+X11 only, through python-xlib (pynput's own dependency), on a connection this object owns; elsewhere the list is
+empty and the pointer position comes from pynput. Cheap: a handful of round trips per observation.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    title: str
+    app: str  # WM_CLASS class on X11, e.g. "XTerm", "firefox"
+    left: int
+    top: int
+    width: int
+    height: int
+    focused: bool = False
+
+    def contains(self, x: float, y: float) -> bool:
+        return self.left <= x < self.left + self.width and self.top <= y < self.top + self.height
+
+
+def window_at(windows: tuple[WindowInfo, ...], x: float, y: float) -> WindowInfo | None:
+    """The top-most window at (x, y); `windows` is ordered top-most first."""
+    return next((w for w in windows if w.contains(x, y)), None)
+
+
+class DesktopInfo(Protocol):
+    def windows(self) -> tuple[WindowInfo, ...]: ...
+
+    def pointer(self) -> tuple[int, int] | None: ...
+
+    def close(self) -> None: ...
+
+
+class _PynputPointer:
+    """Windows and macOS: no window list yet; the pointer through pynput."""
+
+    def windows(self) -> tuple[WindowInfo, ...]:
+        return ()
+
+    def pointer(self) -> tuple[int, int] | None:
+        try:
+            from app.desktop.display import import_pynput
+
+            x, y = import_pynput().mouse.Controller().position
+            return int(x), int(y)
+        except Exception:  # no pointer is a fine answer: the capture then uses the primary monitor
+            return None
+
+    def close(self) -> None:
+        pass
+
+
+class X11Desktop:
+    def __init__(self, display: str | None = None) -> None:
+        from Xlib import display as xdisplay
+
+        self._d: Any = xdisplay.Display(display)
+        self._root: Any = self._d.screen().root
+        atom = self._d.intern_atom
+        self._stacking, self._active = atom("_NET_CLIENT_LIST_STACKING"), atom("_NET_ACTIVE_WINDOW")
+        self._net_name, self._utf8 = atom("_NET_WM_NAME"), atom("UTF8_STRING")
+
+    def close(self) -> None:
+        self._d.close()
+
+    def pointer(self) -> tuple[int, int] | None:
+        try:
+            p = self._root.query_pointer()
+        except Exception:  # no pointer is a fine answer: the capture then uses the primary monitor
+            return None
+        return int(p.root_x), int(p.root_y)
+
+    def _prop(self, window: Any, atom: int) -> list[int]:
+        from Xlib import X
+
+        prop = window.get_full_property(atom, X.AnyPropertyType)
+        return list(prop.value) if prop is not None else []
+
+    def _candidates(self) -> list[Any]:
+        """Top-level client windows, bottom-most first: the WM's stacking list, or the root's children."""
+        ids = self._prop(self._root, self._stacking)
+        if ids:
+            return [self._d.create_resource_object("window", i) for i in ids]
+        return list(self._root.query_tree().children)
+
+    def _title(self, window: Any) -> str:
+        from Xlib import X
+
+        prop = window.get_full_property(self._net_name, self._utf8) or window.get_full_property(
+            self._d.intern_atom("WM_NAME"), X.AnyPropertyType)
+        if prop is None:
+            return ""
+        value = prop.value
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    def windows(self) -> tuple[WindowInfo, ...]:
+        from Xlib import X, error
+
+        active = (self._prop(self._root, self._active) or [0])[0] or self._d.get_input_focus().focus
+        active_id = active if isinstance(active, int) else getattr(active, "id", 0)
+        out = []
+        for w in reversed(self._candidates()):
+            try:
+                if w.get_attributes().map_state != X.IsViewable:
+                    continue
+                title, wm_class = self._title(w), w.get_wm_class()
+                if not title and wm_class is None:
+                    continue  # an undecorated helper window (tray, tooltips, frames without a client)
+                geo = w.get_geometry()
+                pos = self._root.translate_coords(w, 0, 0)
+                out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
+                                      int(geo.width), int(geo.height), focused=w.id == active_id))
+            except error.XError:
+                continue  # the window went away while we looked at it
+        return tuple(out)
+
+
+def open_desktop_info(display: str | None = None) -> DesktopInfo:
+    if sys.platform.startswith("linux"):
+        try:
+            return X11Desktop(display)
+        except Exception:  # the capture reports display problems itself, with the message to show
+            pass
+    return _PynputPointer()

@@ -1,0 +1,182 @@
+"""Settings: one frozen value, a JSON file of only the keys that differ from the defaults, replaced atomically.
+
+A corrupt file or unknown keys fall back to the defaults with a warning, and the corrupt file is kept aside
+so nothing the user wrote is lost. Secrets never go here: they live in the system keyring (`secrets.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from app.domain.errors import SettingsError
+
+log = logging.getLogger("deskhand.settings")
+
+APPROVAL_POLICIES = ("ask_every_step", "auto_approve_safe")
+
+# Shift+Esc: Esc is the universal "stop/cancel", so the copy the focused application also receives is harmless;
+# two keys on one side of the keyboard are quick to hit in a hurry. Unlike Ctrl+Alt+key it is no AltGr character
+# on European layouts, unlike Ctrl+Shift+Esc (Windows Task Manager) or Ctrl+Alt+Esc (KDE's xkill) the desktops
+# leave it alone, and no key action may press it (the policy refuses that).
+DEFAULT_PANIC_HOTKEY = "<shift>+<esc>"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # model
+    text_model: str = ""
+    mmproj: str = ""
+    profile: str = "holotron-12b"
+    gpu_layers: int = -1  # -1: every layer on the GPU
+    context_size: int = 32768
+    tile_budget: int = 12  # tiles per screenshot, 1..12 (plus the thumbnail)
+    # approval
+    approval_policy: str = "ask_every_step"
+    step_limit: int = 40
+    loop_guard_repeats: int = 3
+    # hotkeys (pynput GlobalHotKeys syntax)
+    panic_hotkey: str = DEFAULT_PANIC_HOTKEY
+    quick_task_hotkey: str = "<ctrl>+<alt>+<space>"
+    # screen
+    monitor: str = "pointer"  # "pointer" (the one under the pointer), a monitor number, or "all"
+    settle_timeout_s: float = 3.0  # longest wait for the screen to stop changing after an action
+    settle_quiet_frames: int = 2  # consecutive still frames that count as settled
+    settle_threshold: float = 0.0002  # changed fraction of the screen below which a frame counts as still
+    # data
+    retention_days: int = 30  # 0 keeps every run
+    private_mode: bool = False  # store no screenshots
+    # first run
+    setup_done: bool = False
+    tray_notice_shown: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # unknown keys, kept for newer versions
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def changed(self) -> dict[str, Any]:
+        """Only the keys that differ from the defaults: what the file stores."""
+        base = Settings()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "extra" and getattr(self, f.name) != getattr(base, f.name)}
+
+
+_TYPES = {f.name: f.type for f in fields(Settings) if f.name != "extra"}
+_DEFAULTS = Settings()
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = getattr(_DEFAULTS, name)
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(default, str) and isinstance(value, str):
+        return value
+    raise ValueError(f"“{name}” should be {type(default).__name__}, got {value!r}")
+
+
+def validate(s: Settings) -> list[str]:
+    """Values out of range, in words (empty when all is well)."""
+    problems = []
+    if s.approval_policy not in APPROVAL_POLICIES:
+        problems.append(f"approval policy “{s.approval_policy}” is not one of {', '.join(APPROVAL_POLICIES)}")
+    if not 1 <= s.tile_budget <= 12:
+        problems.append("tile budget must be from 1 to 12")
+    if s.context_size < 2048:
+        problems.append("context size must be at least 2048 tokens")
+    if s.step_limit < 1:
+        problems.append("step limit must be at least 1")
+    if s.loop_guard_repeats < 2:
+        problems.append("loop guard must be at least 2 repeats")
+    if s.settle_timeout_s < 0 or s.settle_quiet_frames < 1 or not 0 <= s.settle_threshold < 1:
+        problems.append("settle timeout cannot be negative, and at least one still frame is needed")
+    if s.retention_days < 0:
+        problems.append("retention cannot be negative")
+    return problems
+
+
+@dataclass(frozen=True)
+class Loaded:
+    settings: Settings
+    warnings: tuple[str, ...] = ()
+
+
+def load_settings(path: Path) -> Loaded:
+    """The settings in `path`; defaults (with a warning) for what is missing, unknown or invalid."""
+    if not path.exists():
+        return Loaded(Settings())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("the file does not hold a JSON object")
+    except (OSError, ValueError) as exc:
+        kept = path.with_name(f"{path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+        try:
+            path.replace(kept)
+            where = f" It was kept as {kept.name}."
+        except OSError:
+            where = ""
+        msg = f"The settings file {path} could not be read ({exc}); Deskhand uses the defaults.{where}"
+        log.warning(msg)
+        return Loaded(Settings(), (msg,))
+    warnings: list[str] = []
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _TYPES:
+            extra[key] = value
+            warnings.append(f"Unknown setting “{key}” in {path.name} was ignored.")
+            continue
+        try:
+            values[key] = _coerce(key, value)
+        except ValueError as exc:
+            warnings.append(f"Setting {exc}; the default is used.")
+    settings = Settings(**values, extra=extra)
+    problems = validate(settings)
+    if problems:
+        warnings.append("Invalid settings were reset to their defaults: " + "; ".join(problems) + ".")
+        settings = Settings(extra=extra, **{k: v for k, v in values.items() if not _invalid_alone(k, v)})
+    for w in warnings:
+        log.warning(w)
+    return Loaded(settings, tuple(warnings))
+
+
+def _invalid_alone(key: str, value: Any) -> bool:
+    return bool(validate(dataclasses.replace(_DEFAULTS, **{key: value})))
+
+
+def save_settings(path: Path, settings: Settings) -> None:
+    """Write only the changed keys (plus unknown ones, kept for newer versions), atomically."""
+    problems = validate(settings)
+    if problems:
+        raise SettingsError("These settings cannot be saved: " + "; ".join(problems) + ".",
+                            "Correct them and save again.")
+    data = {**settings.extra, **settings.changed()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with_tmp = locals().get("tmp")
+        if with_tmp and os.path.exists(with_tmp):
+            os.unlink(with_tmp)
+        raise SettingsError(f"The settings could not be saved to {path}: {exc.strerror}.",
+                            "Free some disk space or check the folder's permissions; your previous settings are "
+                            "unchanged.") from None

@@ -1,0 +1,364 @@
+"""The setup window's main page: existing GGUF files (checked off the UI thread) or a catalog download with
+progress, pause/resume and cancel on a worker thread."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QUrl, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
+)
+
+from app.domain.errors import Cancelled
+from app.domain.units import human_bytes
+from app.setup.catalog import ModelEntry, Quantization
+from app.setup.download import DownloadControl, DownloadProgress, DownloadResult, Paused
+from app.setup.flow import Checked, check_pair, downloader_for, memory_fit, model_dir, unverified_files
+from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, label
+
+
+class ChoosePage(QWizardPage):
+    def __init__(self, context: SetupContext) -> None:
+        super().__init__()
+        self.ctx = context
+        self.setTitle("Choose the model")
+        self.setSubTitle("Use GGUF files you already have (the text model and its vision projector), or download "
+                         "them.")
+        self.checked: dict[str, Checked | None] = {"existing": None, "download": None}
+        self.existing = QRadioButton("Use model files I already have")
+        self.download = QRadioButton("Download a model")
+        group = QButtonGroup(self)
+        group.addButton(self.existing)
+        group.addButton(self.download)
+        self.existing.setChecked(True)
+        self.existing.toggled.connect(self._mode_changed)
+
+        self.existing_box = QWidget()
+        grid = QGridLayout(self.existing_box)
+        grid.setContentsMargins(20, 0, 0, 0)
+        self.text_edit, self.mmproj_edit = QLineEdit(), QLineEdit()
+        self.text_edit.setPlaceholderText("…/Holotron-12B-Q4_K_M.gguf")
+        self.mmproj_edit.setPlaceholderText("…/mmproj-Holotron-12B-BF16.gguf")
+        self.text_browse, self.mmproj_browse = QPushButton("Browse…"), QPushButton("Browse…")
+        for r, (name, edit, button) in enumerate((("Text model:", self.text_edit, self.text_browse),
+                                                  ("Vision projector (mmproj):", self.mmproj_edit,
+                                                   self.mmproj_browse))):
+            grid.addWidget(QLabel(name), r, 0)
+            grid.addWidget(edit, r, 1)
+            grid.addWidget(button, r, 2)
+            edit.editingFinished.connect(self.check_files)
+        self.text_browse.clicked.connect(lambda: self._browse(self.text_edit, "Choose the text model"))
+        self.mmproj_browse.clicked.connect(lambda: self._browse(self.mmproj_edit, "Choose the vision projector"))
+        self.check_label = label()
+        grid.addWidget(self.check_label, 2, 0, 1, 3)
+
+        self.download_box = QWidget()
+        dl = QVBoxLayout(self.download_box)
+        dl.setContentsMargins(20, 0, 0, 0)
+        self.entry_combo = QComboBox()
+        self.entry_combo.currentIndexChanged.connect(self._entry_changed)
+        self.entry_info = label()
+        self.entry_info.setOpenExternalLinks(False)
+        self.entry_info.linkActivated.connect(self._link)
+        self.how_label = label()
+        self.how_label.setStyleSheet("QLabel { background: palette(base); padding: 6px; }")
+        self.how_label.hide()
+        self.unverified_box = QCheckBox("Download and use files that have no published checksum (Deskhand cannot "
+                                        "verify them)")
+        self.unverified_box.toggled.connect(self._update_buttons)
+        self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
+        self.cancel_button = QPushButton("Cancel download")
+        self.download_button.clicked.connect(self.start_download)
+        self.pause_button.clicked.connect(self.pause_or_resume)
+        self.cancel_button.clicked.connect(self.cancel_download)
+        buttons = QHBoxLayout()
+        for b in (self.download_button, self.pause_button, self.cancel_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_label = label(rich=False)
+        self.download_status = label()
+        top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.unverified_box)
+        for widget in top:
+            dl.addWidget(widget)
+        dl.addLayout(buttons)
+        bottom: tuple[QWidget, ...] = (self.progress_bar, self.progress_label, self.download_status)
+        for widget in bottom:
+            dl.addWidget(widget)
+        token_row = QHBoxLayout()
+        self.token_edit = QLineEdit()
+        self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token_edit.setPlaceholderText("hf_…  (only for gated repositories)")
+        self.token_button = QPushButton("Save token")
+        self.token_button.clicked.connect(self.save_token)
+        token_row.addWidget(QLabel("Access token:"))
+        token_row.addWidget(self.token_edit, 1)
+        token_row.addWidget(self.token_button)
+        dl.addLayout(token_row)
+        self.token_status = label()
+        dl.addWidget(self.token_status)
+
+        inner = QWidget()
+        lay = QVBoxLayout(inner)
+        lay.setContentsMargins(0, 0, 6, 0)
+        for part in (self.existing, self.existing_box, self.download, self.download_box):
+            lay.addWidget(part)
+        lay.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidget(inner)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        self.control: DownloadControl | None = None
+        self.state = "idle"  # idle | running | paused
+        self._check_seq = 0
+        self._mode_changed()
+
+    # ------------------------------------------------------------------ mode and catalog
+    @property
+    def mode(self) -> str:
+        return "existing" if self.existing.isChecked() else "download"
+
+    def _mode_changed(self) -> None:
+        self.existing_box.setVisible(self.existing.isChecked())
+        self.download_box.setVisible(self.download.isChecked())
+        self._update_buttons()
+        self.completeChanged.emit()
+
+    def show_catalog(self, p: Probe) -> None:
+        self.entry_combo.blockSignals(True)
+        self.entry_combo.clear()
+        chosen = 0
+        for e in p.catalog.models:
+            for q in reversed(e.quantizations):
+                if e is p.recommendation.entry and q is p.recommendation.quant:
+                    chosen = self.entry_combo.count()
+                self.entry_combo.addItem(f"{e.title} — {q.name}", (e, q))
+        self.entry_combo.setCurrentIndex(chosen)
+        self.entry_combo.blockSignals(False)
+        self._entry_changed()
+        if p.recommendation.entry.downloadable(p.recommendation.quant) and not self.text_edit.text():
+            self.download.setChecked(True)
+
+    def selection(self) -> tuple[ModelEntry, Quantization] | None:
+        data = self.entry_combo.currentData()
+        return data if isinstance(data, tuple) else None
+
+    def _entry_changed(self) -> None:
+        sel = self.selection()
+        if sel is None:
+            return
+        e, q = sel
+        sizes = []
+        for f in e.files(q):
+            size = human_bytes(f.size) if f.size else (f"≈ {human_bytes(f.approx_size)}" if f.approx_size
+                                                       else "size not published")
+            check = "checksum published" if f.verified else "<b>no published checksum</b>"
+            sizes.append(f"{html.escape(f.filename)} ({size}, {check})")
+        text = f"{html.escape(e.description)}<br>" if e.description else ""
+        text += (f"Files: {'; '.join(sizes)}.<br>Licence: <a href='{html.escape(e.license.url)}'>"
+                 f"{html.escape(e.license.name)}</a>")
+        free = self.ctx.probe.free_disk if self.ctx.probe else None
+        if free is not None:
+            text += f" · {human_bytes(free)} free in {html.escape(str(model_dir(self.ctx.paths, e)))}"
+        if not e.downloadable(q):
+            text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> no download "
+                     "address is published.</span> <a href='#how'>How to get the files…</a>")
+        self.entry_info.setText(text)
+        self.how_label.setText(html.escape(e.how_to_get))
+        self.how_label.hide()
+        self.unverified_box.setVisible(bool(unverified_files(e, q)))
+        self.unverified_box.setChecked(False)
+        self.checked["download"] = None
+        self.completeChanged.emit()
+        self._update_buttons()
+
+    def save_token(self) -> None:
+        """Into the system keyring (off the UI thread); never into settings or logs."""
+        from app.setup.secrets import set_secret
+
+        value = self.token_edit.text()
+        self.token_edit.clear()
+        self.token_button.setEnabled(False)
+
+        def stored(_: object) -> None:
+            self.token_button.setEnabled(True)
+            self.token_status.setText(f"<span style='color:{OK_COLOUR}'>✓ The access token is stored in the system "
+                                      "keyring; downloads from its site use it.</span>")
+
+        def failed(exc: BaseException) -> None:
+            self.token_button.setEnabled(True)
+            self.token_status.setText(error_html(exc))
+
+        self.ctx.runner.run(lambda: set_secret(value), stored, failed)
+
+    def _link(self, href: str) -> None:
+        if href == "#how":
+            self.how_label.setVisible(not self.how_label.isVisible())
+        else:
+            QDesktopServices.openUrl(QUrl(href))
+
+    def _update_buttons(self) -> None:
+        sel = self.selection()
+        can = sel is not None and sel[0].downloadable(sel[1]) and (
+            not unverified_files(*sel) or self.unverified_box.isChecked())
+        self.download_button.setEnabled(bool(can) and self.state == "idle" and self.download.isChecked())
+        self.pause_button.setEnabled(self.state in ("running", "paused"))
+        self.pause_button.setText("Resume" if self.state == "paused" else "Pause")
+        self.cancel_button.setEnabled(self.state in ("running", "paused"))
+        self.entry_combo.setEnabled(self.state == "idle")
+        self.unverified_box.setEnabled(self.state == "idle")
+        self.existing.setEnabled(self.state == "idle")
+
+    # ------------------------------------------------------------------ existing files
+    def _browse(self, edit: QLineEdit, title: str) -> None:
+        start = edit.text() or str(self.ctx.paths.models)
+        path, _ = QFileDialog.getOpenFileName(self, title, start, "GGUF files (*.gguf);;All files (*)")
+        if path:
+            edit.setText(path)
+            self.check_files()
+
+    def check_files(self) -> None:
+        text, mmproj = self.text_edit.text().strip(), self.mmproj_edit.text().strip()
+        self.checked["existing"] = None
+        self.completeChanged.emit()
+        if not text or not mmproj:
+            self.check_label.setText("Choose both files: the text model and its vision projector (mmproj)."
+                                     if text or mmproj else "")
+            return
+        self._check_seq += 1
+        seq = self._check_seq
+        self.check_label.setText("Checking the files…")
+        self.ctx.runner.run(lambda: check_pair(text, mmproj), lambda c: self._checked(seq, c),
+                          lambda e: self._check_failed(seq, e))
+
+    def _checked(self, seq: int, checked: Checked) -> None:
+        if seq != self._check_seq:
+            return  # the files changed meanwhile
+        self.checked["existing"] = checked
+        self.check_label.setText(self._checked_html(checked))
+        self.completeChanged.emit()
+
+    def _check_failed(self, seq: int, exc: BaseException) -> None:
+        if seq == self._check_seq:
+            self.check_label.setText(error_html(exc))
+
+    def _checked_html(self, c: Checked) -> str:
+        out = f"<span style='color:{OK_COLOUR}'>✓ {html.escape(c.summary)}</span>"
+        fit = memory_fit(c, self.ctx.probe.gpu if self.ctx.probe else None)
+        if fit is not None:
+            out += f"<br>{html.escape(fit.describe())}"
+        for w in c.warnings:
+            out += f"<br><span style='color:{WARN_COLOUR}'>⚠ {html.escape(w)}</span>"
+        return out
+
+    # ------------------------------------------------------------------ download
+    def start_download(self) -> None:
+        sel = self.selection()
+        if sel is None or self.state == "running":
+            return
+        entry, quant = sel
+        accept = self.unverified_box.isChecked()
+        control = self.control = DownloadControl()
+        downloader = downloader_for(self.ctx.paths, entry)
+        files = entry.files(quant)
+        emit = self.ctx.emit_progress
+
+        def work() -> tuple[Checked, list[DownloadResult]]:
+            results = []
+            for i, f in enumerate(files):
+                def progress(p: DownloadProgress, i: int = i) -> None:
+                    emit((i, len(files), p))
+
+                results.append(downloader.download(f, control=control, accept_unverified=accept, progress=progress))
+            return check_pair(results[0].path, results[1].path), results
+
+        self.state = "running"
+        self.download_status.setText("")
+        self._update_buttons()
+        self.ctx.runner.run(work, self._downloaded, self._download_failed)
+
+    @Slot(object)
+    def show_progress(self, item: tuple[int, int, DownloadProgress]) -> None:
+        i, n, p = item
+        frac = p.fraction
+        self.progress_bar.setValue(int(1000 * (i + (frac or 0.0)) / n))
+        self.progress_label.setText(f"File {i + 1} of {n}, {p.filename}: {p.describe()}")
+
+    def _downloaded(self, done: tuple[Checked, list[DownloadResult]]) -> None:
+        checked, results = done
+        self.state, self.control = "idle", None
+        self.checked["download"] = checked
+        self.progress_bar.setValue(1000)
+        lines = []
+        for r in results:
+            name = html.escape(r.path.name)
+            if r.verified:
+                lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: SHA-256 checksum verified</span>")
+            else:
+                lines.append(f"<span style='color:{WARN_COLOUR}'>⚠ {name}: <b>UNVERIFIED</b> — no published "
+                             f"checksum to compare with (its SHA-256 is {r.sha256})</span>")
+        self.download_status.setText("<br>".join([*lines, self._checked_html(checked)]))
+        self._update_buttons()
+        self.completeChanged.emit()
+
+    def _download_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Paused):
+            self.state = "paused"
+            self.download_status.setText("Paused. What was downloaded is kept: press Resume to continue, now or "
+                                         "after restarting Deskhand.")
+        elif isinstance(exc, Cancelled):
+            self.state = "idle"
+            self.progress_bar.setValue(0)
+            self.progress_label.setText("")
+            self.download_status.setText("Download cancelled; the partial file was deleted.")
+        else:
+            self.state = "idle"
+            self.download_status.setText(error_html(exc))
+        self.control = None
+        self._update_buttons()
+
+    def pause_or_resume(self) -> None:
+        if self.state == "running" and self.control is not None:
+            self.control.pause()
+        elif self.state == "paused":
+            self.state = "idle"
+            self.start_download()
+
+    def cancel_download(self) -> None:
+        if self.state == "running" and self.control is not None:
+            self.control.cancel()
+        elif self.state == "paused":
+            sel = self.selection()
+            if sel is not None:
+                downloader = downloader_for(self.ctx.paths, sel[0])
+                files = sel[0].files(sel[1])
+                def discard() -> None:
+                    for f in files:
+                        downloader.discard_partial(f)
+
+                self.ctx.runner.run(discard, lambda _: self._download_failed(Cancelled("cancelled")),
+                                  self._download_failed)
+
+    def isComplete(self) -> bool:
+        return self.checked[self.mode] is not None and self.state != "running"

@@ -1,0 +1,159 @@
+"""The folder tree is the architecture: each package imports only the layers below it, and nothing imports in a
+circle. Checked twice: every import statement in the source (lazy ones inside functions included), and what
+importing each module really pulls into a fresh interpreter (third-party modules too, such as Qt)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app"
+
+# package -> the app packages it may import (besides itself and the root `app` package, which holds the version)
+ALLOWED: dict[str, set[str]] = {
+    "domain": set(),
+    "desktop": {"domain"},
+    "engine": {"domain"},
+    "agent": {"domain", "desktop", "engine"},
+    "setup": {"domain", "desktop", "engine"},
+    "cli": {"domain", "desktop", "engine", "agent", "setup"},
+    "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
+    "ui": {"domain", "desktop", "engine", "agent", "setup"},
+}
+# third-party modules a package must never pull in when imported
+FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
+    "domain": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss", "Xlib", "keyring"),
+    "desktop": ("PySide6", "shiboken6", "llama_cpp"),
+    "engine": ("PySide6", "shiboken6", "pynput", "mss", "Xlib"),
+    "agent": ("PySide6", "shiboken6"),
+    "setup": ("PySide6", "shiboken6"),
+    "cli": ("PySide6", "shiboken6"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules_of(package: str) -> list[str]:
+    return sorted(module_name(p) for p in (APP / package).rglob("*.py"))
+
+
+def imported_app_modules(path: Path) -> set[str]:
+    """Every `app.*` module an import statement in this file names, wherever the statement stands."""
+    found: set[str] = set()
+    current = module_name(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "app")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = current if path.name == "__init__.py" else current.rpartition(".")[0]
+                name = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            else:
+                name = node.module or ""
+            if name.split(".")[0] == "app":
+                found.add(name)
+                found.update(f"{name}.{a.name}" for a in node.names
+                             if (ROOT / f"{name}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+                             or (ROOT / f"{name}.{a.name}".replace(".", "/") / "__init__.py").exists())
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (APP / parts[1]).is_dir() else None
+
+
+def violations(package: str, allowed: set[str]) -> list[str]:
+    bad = []
+    for path in sorted((APP / package).rglob("*.py")):
+        for target in sorted(imported_app_modules(path)):
+            layer = layer_of(target)
+            if layer is not None and layer != package and layer not in allowed:
+                bad.append(f"{module_name(path)} imports {target}")
+    return bad
+
+
+def test_every_package_has_a_rule_and_says_what_it_holds():
+    packages = sorted(p.name for p in APP.iterdir() if (p / "__init__.py").is_file())
+    assert set(packages) == set(ALLOWED), "a new package needs its place in ALLOWED"
+    for name in packages:
+        doc = ast.get_docstring(ast.parse((APP / name / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"app/{name}/__init__.py should say what lives there and what it may import"
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_only_go_down_the_layers(package):
+    assert violations(package, ALLOWED[package]) == []
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path, monkeypatch):
+    """The rule itself can fail: an engine module importing the agent loop, a domain module importing desktop."""
+    fake = tmp_path / "app"
+    for pkg, line in (("engine", "from app.agent.loop import AgentLoop"), ("domain", "import app.desktop.capture"),
+                      ("agent", "def f():\n    from app.ui import tray\n")):
+        (fake / pkg).mkdir(parents=True)
+        (fake / pkg / "__init__.py").write_text('"""x"""\n')
+        (fake / pkg / "bad.py").write_text(line + "\n")
+    for pkg in ("agent", "desktop", "ui"):
+        (fake / pkg).mkdir(exist_ok=True)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "APP", fake)
+    assert violations("engine", ALLOWED["engine"]) == ["app.engine.bad imports app.agent.loop"]
+    assert violations("domain", ALLOWED["domain"]) == ["app.domain.bad imports app.desktop.capture"]
+    assert violations("agent", ALLOWED["agent"]) == ["app.agent.bad imports app.ui"]
+
+
+def test_no_module_imports_in_a_circle():
+    graph = {module_name(p): {m for m in imported_app_modules(p) if m != "app"} for p in APP.rglob("*.py")}
+    # importing `app.x.y` imports its packages first: an edge to a package is an edge to its __init__
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        seen[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if seen.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in seen and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        seen[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in seen and (cycle := visit(start)):
+            pytest.fail("import cycle: " + " → ".join(cycle))
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN_THIRD_PARTY))
+def test_importing_a_package_pulls_in_nothing_above_it(package):
+    """Each module imported in a fresh interpreter; which forbidden modules (app layers or third-party) appear."""
+    forbidden_app = sorted(set(ALLOWED) - ALLOWED[package] - {package})
+    code = f"""
+import importlib, json, sys
+bad, reported = [], set()
+for name in {modules_of(package)!r}:
+    importlib.import_module(name)
+    for m in list(sys.modules):
+        top = m.split(".")[0]
+        layer = m.split(".")[1] if top == "app" and m.count(".") else None
+        if m not in reported and (top in {FORBIDDEN_THIRD_PARTY[package]!r} or layer in {forbidden_app!r}):
+            bad.append(f"{{name}} pulled in {{m}}")
+            reported.add(m)
+print(json.dumps(bad))
+"""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYNPUT_BACKEND": "dummy", "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
