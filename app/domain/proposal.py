@@ -38,7 +38,8 @@ class Counters:
     checkpoint_restores: int = 0
     checkpoints_saved: int = 0
     tokens_reused: int = 0  # prefix already in the context
-    tokens_generated: int = 0
+    tokens_generated: int = 0  # reasoning included
+    thinking_tokens: int = 0  # of those, the reasoning before the answer
     rebuilds: int = 0  # full re-evaluations (first step, no usable checkpoint, overflow)
     context_used: int = 0
 

@@ -1,6 +1,13 @@
-"""Screenshot embeddings of one run, by content digest: no screenshot goes through the vision encoder twice."""
+"""Screenshot embeddings of one run, by content digest: no screenshot goes through the vision encoder twice.
+
+A screenshot is laid out as pieces of image tokens: one per tile (Holotron's reference tiling, decoded by the
+session as embedding batches that may be split or joined), or one for the whole resized screenshot (Qwen-VL
+dynamic resolution, `atomic`: decoded in one go by mtmd's helper, which sets its M-RoPE positions).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see llama_runtime)
 import numpy as np
@@ -8,55 +15,113 @@ from PIL import Image
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelLoadError
+from app.engine.dynamic_image import DynamicLayout, fit_to_layout, layout_for
 from app.engine.llama_runtime import LlamaRuntime
-from app.engine.profile import ImageSpec
+from app.engine.profile import DynamicImageSpec, ImageSpec
 from app.engine.tiling import TileGrid, choose_grid, tile_image
+from app.engine.vision import EncodedImage, decode_image, encode_image
+
+
+@dataclass(frozen=True)
+class Piece:
+    n_tokens: int
+    n_pos: int  # positions in the sequence (n_tokens, except for M-RoPE images)
+    atomic: bool  # decoded whole by mtmd's helper
+
+
+def _gone() -> DeskhandError:
+    return DeskhandError("A screenshot of this run is no longer available to the model.", "Start the task again.")
 
 
 class ImageCache:
-    def __init__(self, rt: LlamaRuntime, spec: ImageSpec) -> None:
+    def __init__(self, rt: LlamaRuntime, spec: ImageSpec | DynamicImageSpec) -> None:
         self.rt = rt
         self.spec = spec
-        self.tokens_per_tile = spec.tokens_per_tile
-        self.grids: dict[str, TileGrid] = {}
+        self.layouts: dict[str, TileGrid | DynamicLayout] = {}
         self.embeddings: dict[str, list[np.ndarray]] = {}
-        self.tiles_encoded = 0
+        self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
+        self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
 
-    def grid(self, digest: str, image: Image.Image | None) -> TileGrid:
-        if digest not in self.grids:
+    @property
+    def dynamic(self) -> bool:
+        return isinstance(self.spec, DynamicImageSpec)
+
+    def layout(self, digest: str, image: Image.Image | None) -> TileGrid | DynamicLayout:
+        if digest not in self.layouts:
             if image is None:
-                raise DeskhandError("A screenshot of this run is no longer available to the model.",
-                                    "Start the task again.")
+                raise _gone()
             s = self.spec
-            self.grids[digest] = choose_grid(image.width, image.height, tile_size=s.tile_size,
-                                             min_tiles=s.min_tiles, max_tiles=s.max_tiles, thumbnail=s.thumbnail)
-        return self.grids[digest]
+            if isinstance(s, DynamicImageSpec):
+                self.layouts[digest] = layout_for(image.width, image.height, s)
+            else:
+                self.layouts[digest] = choose_grid(image.width, image.height, tile_size=s.tile_size,
+                                                   min_tiles=s.min_tiles, max_tiles=s.max_tiles,
+                                                   thumbnail=s.thumbnail)
+        return self.layouts[digest]
 
-    def n_tiles(self, digest: str, image: Image.Image | None) -> int:
-        return self.grid(digest, image).n_images
+    def pieces(self, digest: str, image: Image.Image | None) -> list[Piece]:
+        lay = self.layout(digest, image)
+        if isinstance(lay, DynamicLayout):
+            return [Piece(lay.n_tokens, lay.n_pos, True)]
+        assert isinstance(self.spec, ImageSpec)
+        n = self.spec.tokens_per_tile
+        return [Piece(n, n, False)] * lay.n_images
 
     def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken) -> np.ndarray:
         """The embeddings of one tile; the first request encodes every tile of the screenshot."""
         if digest not in self.embeddings:
             if image is None:
-                raise DeskhandError("A screenshot of this run is no longer available to the model.",
-                                    "Start the task again.")
+                raise _gone()
+            grid = self.layout(digest, image)
+            assert isinstance(grid, TileGrid) and isinstance(self.spec, ImageSpec)
             out = []
-            for tile in tile_image(image, self.grid(digest, image)):
+            for tile in tile_image(image, grid):
                 token.check()
                 emb = self.rt.encode_tile(tile)
-                if emb.shape[0] != self.tokens_per_tile:
+                if emb.shape[0] != self.spec.tokens_per_tile:
                     raise ModelLoadError(
                         f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "
-                        f"{self.tokens_per_tile}.", "Use the mmproj that belongs to this model, or fix the profile.")
+                        f"{self.spec.tokens_per_tile}.",
+                        "Use the mmproj that belongs to this model, or fix the profile.")
                 out.append(emb)
                 self.tiles_encoded += 1
             self.embeddings[digest] = out
         return self.embeddings[digest][index]
 
+    def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
+        """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""
+        if digest not in self.encoded:
+            if image is None:
+                raise _gone()
+            lay = self.layout(digest, image)
+            assert isinstance(lay, DynamicLayout)
+            token.check()
+            enc = encode_image(self.rt, fit_to_layout(image, lay), keep_chunk=True)
+            if (enc.n_tokens, enc.n_pos) != (lay.n_tokens, lay.n_pos):
+                enc.free()
+                raise ModelLoadError(
+                    f"The vision encoder made {enc.n_tokens} image tokens of a {lay.width}×{lay.height} screenshot; "
+                    f"the model profile expects {lay.n_tokens}.",
+                    "Use the mmproj that belongs to this model, or check the profile's image budget.")
+            self.encoded[digest] = enc
+            self.tiles_encoded += 1
+        return self.encoded[digest]
+
+    def decode_screenshot(self, digest: str, pos: int, token: CancelToken) -> int:
+        return decode_image(self.rt, self.encoded[digest], pos, token)
+
+    def describe(self, digest: str) -> str:
+        lay = self.layouts.get(digest)
+        return lay.describe() if lay is not None else ""
+
     def keep_only(self, digests: set[str]) -> None:
         """Forget screenshots the prompt no longer shows: once a placeholder, a screenshot stays one."""
         for d in [d for d in self.embeddings if d not in digests]:
             del self.embeddings[d]
-        for d in [d for d in self.grids if d not in digests]:
-            del self.grids[d]
+        for d in [d for d in self.encoded if d not in digests]:
+            self.encoded.pop(d).free()
+        for d in [d for d in self.layouts if d not in digests]:
+            del self.layouts[d]
+
+    def clear(self) -> None:
+        self.keep_only(set())

@@ -84,6 +84,9 @@ class RuntimeOptions:
     n_threads: int = 0  # 0: all cores
     flash_attn: bool = True
     mmproj_on_gpu: bool = True
+    # Image token budget of dynamic-resolution projectors (0: mtmd's default, 8..4096 for Qwen-VL).
+    image_min_tokens: int = 0
+    image_max_tokens: int = 0
 
 
 class LlamaRuntime:
@@ -115,6 +118,7 @@ class LlamaRuntime:
         self.bos = int(llama_cpp.llama_vocab_bos(self.vocab))
         self.marker = mtmd.mtmd_default_marker()
         self._special: np.ndarray | None = None
+        self._eog: np.ndarray | None = None
         self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self._ebatch = llama_cpp.llama_batch_init(options.n_batch, self.n_embd, 1)
 
@@ -178,6 +182,10 @@ class LlamaRuntime:
         p.print_timings = False
         p.n_threads = threads
         p.warmup = False
+        if self.options.image_min_tokens > 0:
+            p.image_min_tokens = self.options.image_min_tokens
+        if self.options.image_max_tokens > 0:
+            p.image_max_tokens = self.options.image_max_tokens
         p.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.options.flash_attn
                              else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         p.progress_callback = self._progress_cb(progress, 0.85, 1.0, "Loading the vision encoder",
@@ -194,9 +202,8 @@ class LlamaRuntime:
         if not mtmd.mtmd_support_vision(self.mctx):
             raise ModelLoadError(f"{os.path.basename(path)} has no vision support.",
                                  "Use the model's vision mmproj file.")
-        if mtmd.mtmd_decode_use_mrope(self.mctx):
-            raise ModelLoadError("This projector needs M-RoPE positions, which the Holotron engine does not use.",
-                                 "Use the Holotron-12B mmproj.")
+        # M-RoPE projectors (Qwen-VL) give image tokens 2-D positions: only mtmd's helper decodes them right.
+        self.mrope = bool(mtmd.mtmd_decode_use_mrope(self.mctx))
 
     # ------------------------------------------------------------------ text
     def tokenize(self, text: str) -> list[int]:
@@ -234,16 +241,28 @@ class LlamaRuntime:
         mask: np.ndarray = self._special
         return mask
 
+    def eog_mask(self) -> np.ndarray:
+        """True for the end-of-generation tokens (reasoning may not end the turn)."""
+        if self._eog is None:
+            self._eog = np.array([bool(llama_cpp.llama_vocab_is_eog(self.vocab, t)) for t in range(self.n_vocab)])
+        mask: np.ndarray = self._eog
+        return mask
+
     # ------------------------------------------------------------------ decoding
     def _run(self, batch: Any, what: str, token: CancelToken | None) -> None:
-        want = token is not None and batch.n_tokens > 1
+        self.guarded(lambda: int(llama_cpp.llama_decode(self.ctx, batch)), what, token, batch.n_tokens > 1)
+
+    def guarded(self, decode: Callable[[], int], what: str, token: CancelToken | None, long: bool = True) -> None:
+        """Run one decode call (llama_decode, or mtmd's image helper) with Stop able to abort it, and turn its
+        return code into a specific error."""
+        want = token is not None and long
         if want != self._abort_on:
             cb = self._abort_cb if want else llama_cpp.ggml_abort_callback()
             llama_cpp.llama_set_abort_callback(self.ctx, cb, ctypes.c_void_p(0))
             self._abort_on = want
         self._abort_token = token
         try:
-            rc = llama_cpp.llama_decode(self.ctx, batch)
+            rc = decode()
         finally:
             self._abort_token = None
         if rc == 2 or (token is not None and token.cancelled):
@@ -300,35 +319,9 @@ class LlamaRuntime:
     # ------------------------------------------------------------------ vision
     def encode_tile(self, tile: Image.Image) -> np.ndarray:
         """One 512×512 RGB tile through the vision encoder → (n_tokens, n_embd) float32 embeddings."""
-        rgb = tile.convert("RGB").tobytes()
-        bitmap = mtmd.mtmd_bitmap_init(tile.width, tile.height, (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb))
-        chunks = mtmd.mtmd_input_chunks_init()
-        try:
-            text = mtmd.mtmd_input_text()
-            text.text = self.marker
-            text.text_len = len(self.marker)
-            text.add_special = False
-            text.parse_special = True
-            arr = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
-            if mtmd.mtmd_tokenize(self.mctx, chunks, ctypes.byref(text), arr, 1) != 0:
-                raise ModelLoadError("The vision encoder rejected a screenshot tile.", "Report this with the log file.")
-            chunk = next(mtmd.mtmd_input_chunks_get(chunks, i) for i in range(mtmd.mtmd_input_chunks_size(chunks))
-                         if mtmd.mtmd_input_chunk_get_type(mtmd.mtmd_input_chunks_get(chunks, i))
-                         == mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE)
-            n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
-            if mtmd.mtmd_encode_chunk(self.mctx, chunk) != 0:
-                detail = recent_log(4)
-                if _memory_failure(detail):
-                    raise ModelLoadError("The GPU ran out of memory in the vision encoder.",
-                                         "Lower “GPU layers” or the context size in Settings → Model.")
-                raise ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
-            out = mtmd.mtmd_get_output_embd(self.mctx)
-            flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * self.n_embd,))
-            result: np.ndarray = flat.reshape(n_tokens, self.n_embd).copy()
-            return result
-        finally:
-            mtmd.mtmd_input_chunks_free(chunks)
-            mtmd.mtmd_bitmap_free(bitmap)
+        from app.engine.vision import encode_image
+
+        return encode_image(self, tile, keep_chunk=False).embd
 
     # ------------------------------------------------------------------ memory and state
     def save_recurrent(self) -> Any:

@@ -1,4 +1,4 @@
-"""The embedded engine: Holotron-12B through llama-cpp-python's low-level llama + mtmd API.
+"""The embedded engine: a model family's GGUF pair through llama-cpp-python's low-level llama + mtmd API.
 
 Not llama-cpp-python's MTMDChatHandler: it clears the context on every call and writes no image tags.
 """
@@ -21,14 +21,16 @@ from app.domain.errors import Cancelled, DeskhandError, ModelLoadError, Proposal
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
 from app.engine.answer import parse_answer
 from app.engine.base import ProgressFn, TextFn
+from app.engine.family import resolve_profile
 from app.engine.grammar import grammar_for_schema
 from app.engine.model_files import ModelFiles, check_model_files
-from app.engine.profile import DEFAULT_PROFILE, Profile, load_profile
-from app.engine.prompt import Segment, build_prompt, image_tokens
+from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
+from app.engine.prompt import Segment, build_prompt, image_tokens, visible_answer
 from app.engine.template_check import layout_drift
 
 if TYPE_CHECKING:
-    from app.engine.sampling import GrammarSampler
+    from app.engine.sampling import GrammarSampler, Sampler
+    from app.engine.thinking import ReasoningSampler
 
 log = logging.getLogger("deskhand.engine")
 
@@ -74,8 +76,8 @@ def gpu_name() -> str | None:
 class LocalEngine:
     def __init__(self, config: LocalEngineConfig) -> None:
         self.config = config
-        profile = load_profile(config.profile)
-        if config.max_tiles:
+        profile = resolve_profile(config.profile, config.text_model)
+        if config.max_tiles and isinstance(profile.image, ImageSpec):
             profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=config.max_tiles))
         self.profile: Profile = profile
         self.files: ModelFiles | None = None
@@ -87,11 +89,13 @@ class LocalEngine:
 
     @property
     def max_tokens(self) -> int:
-        return self.config.max_tokens or self.profile.generation.max_tokens
+        """The longest answer, reasoning included."""
+        answer = self.config.max_tokens or self.profile.generation.max_tokens
+        r = self.profile.reasoning
+        return answer + (r.max_tokens + 8 if r.enabled else 0)
 
     def check_files(self) -> ModelFiles:
-        s = self.profile.image
-        self.files = check_model_files(self.config.text_model, self.config.mmproj, s.norm_mean, s.norm_std)
+        self.files = check_model_files(self.config.text_model, self.config.mmproj, self.profile)
         return self.files
 
     def load(self, progress: ProgressFn | None, token: CancelToken) -> EngineInfo:
@@ -107,10 +111,19 @@ class LocalEngine:
         offload = gpu_offload_supported()
         layers = self.config.n_gpu_layers if offload else 0
         c = self.config
+        img = self.profile.image
+        budget = (img.min_tokens, img.max_tokens) if isinstance(img, DynamicImageSpec) else (0, 0)
         rt = LlamaRuntime(str(files.text.path), str(files.mmproj.path),
                           RuntimeOptions(n_gpu_layers=layers, n_ctx=c.n_ctx, n_batch=c.n_batch, n_ubatch=c.n_ubatch,
-                                         n_threads=c.n_threads, flash_attn=c.flash_attn), progress, token)
+                                         n_threads=c.n_threads, flash_attn=c.flash_attn, image_min_tokens=budget[0],
+                                         image_max_tokens=budget[1]), progress, token)
         self._rt = rt
+        if rt.mrope != self.profile.family.mrope:
+            self.close()
+            raise ModelLoadError(
+                f"The vision projector {files.mmproj.path.name} {'needs' if rt.mrope else 'does not use'} M-RoPE "
+                f"image positions, unlike the {self.profile.family.name} family the profile is written for.",
+                "Use the mmproj published with this text model, and the profile “auto”.")
         for tag in (self.profile.image.begin_tag, self.profile.image.end_tag, self.profile.chat.end_of_turn):
             if rt.single_token(tag) is None:
                 warnings.append(f"The tokenizer splits “{tag}” into several tokens; this model may not be the "
@@ -164,11 +177,10 @@ class LocalEngine:
         session.reset()
 
     def respond(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
-                on_text: TextFn | None = None, sampler: GrammarSampler | None = None) -> RawAnswer:
+                on_text: TextFn | None = None, sampler: Sampler | None = None) -> RawAnswer:
         """The model's answer text for this step, with what it cost; `propose` validates it.
 
         `sampler` replaces the grammar sampler (benchmarks force a fixed answer through the same path)."""
-        from app.engine.sampling import GrammarSampler
         from app.engine.session import ContextFull, Session
 
         session = self._session
@@ -185,9 +197,8 @@ class LocalEngine:
             stats = session.prepare(self._prompt(task, observation, history), self.max_tokens, token)
             stats.add(rebuilds=1)
         t1 = time.perf_counter()
-        g = self.profile.generation
+        smp = sampler or self._sampler(session.rt)
         own = sampler is None
-        smp = sampler or GrammarSampler(session.rt, self._grammar, g.temperature, g.top_k, g.seed)
         first: list[float] = []
 
         def stream(text: str) -> None:
@@ -202,17 +213,28 @@ class LocalEngine:
             if own:
                 smp.close()
         t2 = time.perf_counter()
-        stats.add(tokens_generated=n_gen)
+        stats.add(tokens_generated=n_gen, thinking_tokens=getattr(smp, "thinking_tokens", 0))
         timings = Timings(encode_s=stats.encode_s, prefill_s=stats.prefill_s, restore_s=stats.restore_s,
                           generate_s=t2 - t1, total_s=t2 - t0, first_token_s=first[0] if first else 0.0)
-        grid = session.images.grids.get(observation.digest)
-        return RawAnswer(raw, finished, stats.counters, timings, grid.describe() if grid else "")
+        return RawAnswer(raw, finished, stats.counters, timings, session.images.describe(observation.digest))
+
+    def _sampler(self, rt: object) -> GrammarSampler | ReasoningSampler:
+        """The grammar sampler for the answer, behind bounded free reasoning when the profile thinks."""
+        from app.engine.llama_runtime import LlamaRuntime
+        from app.engine.sampling import GrammarSampler
+        from app.engine.thinking import ReasoningSampler
+
+        assert isinstance(rt, LlamaRuntime)
+        g, r = self.profile.generation, self.profile.reasoning
+        answer = GrammarSampler(rt, self._grammar, g.temperature, g.top_k, g.seed)
+        return ReasoningSampler(rt, answer, r.max_tokens, r.end, g.seed) if r.enabled else answer
 
     def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
                 on_text: TextFn | None = None) -> Proposal:
         ans = self.respond(task, observation, history, token, on_text)
         try:
-            parsed = parse_answer(ans.raw, self.profile.coordinate_scale, finished=ans.finished)
+            parsed = parse_answer(visible_answer(self.profile, ans.raw), self.profile.coordinate_scale,
+                                  finished=ans.finished)
         except ProposalError as exc:
             exc.counters, exc.timings = ans.counters, ans.timings
             raise

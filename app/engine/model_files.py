@@ -1,4 +1,5 @@
-"""Checks a text model + mmproj pair before loading: the right kinds, matching sizes, expected normalisation."""
+"""Checks a text model + mmproj pair before loading: the right kinds, one family, matching sizes, expected
+normalisation. The family comes from the profile in use, or from the text model itself when none is given."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.domain.errors import ModelFileError
-from app.engine.gguf_check import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, PROJECTOR, TEXT_ARCH, GGUFInfo, read_gguf
+from app.engine.family import check_projector_family, check_text_family, profile_for_architecture
+from app.engine.gguf_check import CLIP_MEAN, IMAGENET_MEAN, GGUFInfo, read_gguf
+from app.engine.profile import DynamicImageSpec, Profile, load_profile
 
 
 @dataclass(frozen=True)
@@ -14,14 +17,19 @@ class ModelFiles:
     text: GGUFInfo
     mmproj: GGUFInfo
     warnings: tuple[str, ...]
+    profile: str = ""  # the profile written for this pair's family
 
     @property
     def n_embd(self) -> int:
-        return int(self.text.get(f"{TEXT_ARCH}.embedding_length", 0))
+        return int(self.text.get(f"{self.text.architecture}.embedding_length", 0))
 
     @property
     def chat_template(self) -> str:
         return str(self.text.get("tokenizer.chat_template", "") or "")
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.text.get(f"{self.text.architecture}.block_count", 0))
 
     def summary(self) -> str:
         name = self.text.get("general.name") or self.text.path.stem
@@ -32,17 +40,17 @@ def _is_mmproj(info: GGUFInfo) -> bool:
     return info.architecture == "clip"
 
 
-def check_text_model(path: str | Path) -> GGUFInfo:
+def check_text_model(path: str | Path, profile: Profile | None = None) -> GGUFInfo:
     info = read_gguf(path, "text model")
     if _is_mmproj(info):
         raise ModelFileError(f"{info.path.name} is a vision projector (mmproj), not the text model.",
                              "Choose the larger .gguf as the text model and this one as the mmproj.")
-    if info.architecture != TEXT_ARCH:
-        raise ModelFileError(
-            f"{info.path.name} is a “{info.architecture or 'unknown'}” model; Deskhand needs a {TEXT_ARCH} "
-            "text model (Holotron-12B / Nemotron-Nano-12B-v2-VL).",
-            "Download the Holotron-12B GGUF from the model catalog in Deskhand's setup.")
+    check_text_family(info, profile.family if profile else None)
     return info
+
+
+def projector_of(info: GGUFInfo) -> str:
+    return str(info.get("clip.projector_type") or info.get("clip.vision.projector_type") or "")
 
 
 def check_mmproj(path: str | Path) -> GGUFInfo:
@@ -53,11 +61,7 @@ def check_mmproj(path: str | Path) -> GGUFInfo:
             "A text-only model cannot see the screen: add the model's mmproj-*.gguf file.")
     if not info.get("clip.has_vision_encoder", False):
         raise ModelFileError(f"{info.path.name} has no vision encoder (it is an audio-only projector).",
-                             "Use the mmproj that belongs to Holotron-12B.")
-    proj = info.get("clip.projector_type") or info.get("clip.vision.projector_type")
-    if proj != PROJECTOR:
-        raise ModelFileError(f"{info.path.name} is a “{proj}” projector; Holotron needs “{PROJECTOR}”.",
-                             "Use the mmproj that belongs to Holotron-12B.")
+                             "Use the vision mmproj published with the text model.")
     return info
 
 
@@ -66,17 +70,21 @@ def _close(a: object, b: tuple[float, ...]) -> bool:
 
 
 def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | None,
-                      mean: tuple[float, ...] = CLIP_MEAN, std: tuple[float, ...] = CLIP_STD) -> ModelFiles:
-    """Both files checked; errors raise ModelFileError, doubtful values come back as warnings."""
+                      profile: Profile | None = None) -> ModelFiles:
+    """Both files checked against `profile` (None: the profile of the text model's family); errors raise
+    ModelFileError, doubtful values come back as warnings."""
     if not text_path:
-        raise ModelFileError("No text model is set.", "Choose the Holotron-12B .gguf in Settings → Model.")
-    text = check_text_model(text_path)
+        raise ModelFileError("No text model is set.", "Choose the model's .gguf files in Settings → Model.")
+    text = check_text_model(text_path, profile)
     if not mmproj_path:
         raise ModelFileError(
             f"{text.path.name} has no vision projector: no mmproj file is set.",
             "Choose the model's mmproj-*.gguf too; without it the model cannot see the screen.")
     mmproj = check_mmproj(mmproj_path)
-    n_embd = int(text.get(f"{TEXT_ARCH}.embedding_length", 0))
+    check_projector_family(text, mmproj, projector_of(mmproj))
+    name = profile_for_architecture(text.architecture) or ""
+    profile = profile or load_profile(name)
+    n_embd = int(text.get(f"{text.architecture}.embedding_length", 0))
     proj_dim = int(mmproj.get("clip.vision.projection_dim", 0))
     if proj_dim and n_embd and proj_dim != n_embd:
         raise ModelFileError(
@@ -84,14 +92,17 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
             f"{text.path.name} expects {n_embd}: they belong to different models.",
             "Use the mmproj published with this text model.")
     warnings: list[str] = []
+    mean, std = profile.image.norm_mean, profile.image.norm_std
     got_mean, got_std = mmproj.get("clip.vision.image_mean"), mmproj.get("clip.vision.image_std")
     if not (_close(got_mean, mean) and _close(got_std, std)):
         which = "ImageNet values" if _close(got_mean, IMAGENET_MEAN) else f"mean {got_mean} / std {got_std}"
+        stats = "CLIP " if _close(list(mean), CLIP_MEAN) else ""
         warnings.append(
             f"The mmproj {mmproj.path.name} normalises images with {which}, but this vision encoder was "
-            f"trained with CLIP mean {list(mean)} / std {list(std)}; the model will see colours shifted. "
+            f"trained with {stats}mean {list(mean)} / std {list(std)}; the model will see colours shifted. "
             "Fix the file's clip.vision.image_mean/std with gguf-py, or use a corrected mmproj.")
     size = mmproj.get("clip.vision.image_size")
-    if size not in (None, 512):
-        warnings.append(f"The mmproj {mmproj.path.name} declares {size} px input; this family uses 512 px tiles.")
-    return ModelFiles(text, mmproj, tuple(warnings))
+    if not isinstance(profile.image, DynamicImageSpec) and size not in (None, profile.image.tile_size):
+        warnings.append(f"The mmproj {mmproj.path.name} declares {size} px input; this family uses "
+                        f"{profile.image.tile_size} px tiles.")
+    return ModelFiles(text, mmproj, tuple(warnings), name)

@@ -14,7 +14,19 @@ from typing import Any
 from app.domain.errors import DeskhandError
 from app.domain.resources import resource_path
 
-DEFAULT_PROFILE = "holotron-12b"
+AUTO_PROFILE = "auto"  # chosen from the text model's architecture (see family.py)
+DEFAULT_PROFILE = AUTO_PROFILE
+FALLBACK_PROFILE = "holotron-12b"  # when "auto" cannot read the model file (its error comes at load)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Which GGUF files a profile is written for, and how the runtime feeds them."""
+
+    name: str  # what users read: "Holotron-12B", "Holo3.1"
+    text_architectures: tuple[str, ...]  # general.architecture of the text model
+    projector: str  # clip.projector_type of the mmproj
+    mrope: bool  # image tokens take 2-D (M-RoPE) positions through mtmd's helper
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,8 @@ class ChatLayout:
 
 @dataclass(frozen=True)
 class ImageSpec:
+    """Reference tiling (Holotron / Nemotron-Nano-VL): fixed-size tiles plus a thumbnail, cut in the app."""
+
     tile_size: int
     min_tiles: int
     max_tiles: int
@@ -43,6 +57,29 @@ class ImageSpec:
     end_tag: str
     norm_mean: tuple[float, float, float]
     norm_std: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class DynamicImageSpec:
+    """Qwen-VL dynamic resolution done by mtmd itself: the screenshot becomes (w/32)·(h/32) tokens within the
+    token budget. The app only stretches it to the size the HF processor would (smart_resize), so mtmd neither
+    resizes nor letterboxes it."""
+
+    patch_size: int
+    merge: int
+    min_tokens: int
+    max_tokens: int
+    begin_tag: str
+    end_tag: str
+    norm_mean: tuple[float, float, float]
+    norm_std: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class Thinking:
+    enabled: bool
+    max_tokens: int = 0  # reasoning budget; the end tag is forced when it runs out
+    end: str = "</think>\n\n"  # what closes the reasoning before the answer
 
 
 @dataclass(frozen=True)
@@ -57,9 +94,10 @@ class Generation:
 class Profile:
     name: str
     title: str
+    family: Family
     chat: ChatLayout
-    thinking: bool
-    image: ImageSpec
+    reasoning: Thinking
+    image: ImageSpec | DynamicImageSpec
     image_budget: int
     coordinate_scale: int
     system_prompt: str
@@ -70,6 +108,10 @@ class Profile:
     output: dict[str, Any]
     generation: Generation
     source: Path
+
+    @property
+    def thinking(self) -> bool:
+        return self.reasoning.enabled
 
     @property
     def tool_names(self) -> list[str]:
@@ -104,8 +146,25 @@ def _need(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: 
     return data[key]
 
 
-def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
+def _thinking(value: Any) -> Thinking:
+    if isinstance(value, dict):
+        return Thinking(bool(value.get("enabled", False)), int(value.get("max_tokens", 0)),
+                        str(value.get("end", Thinking.end)))
+    return Thinking(bool(value))
+
+
+def _image(d: dict[str, Any]) -> ImageSpec | DynamicImageSpec:
+    fields = {k: v for k, v in d.items() if k != "mode"}
+    fields.update(norm_mean=tuple(d["norm_mean"]), norm_std=tuple(d["norm_std"]))
+    if d.get("mode", "tiles") == "dynamic":
+        return DynamicImageSpec(**fields)
+    return ImageSpec(**fields)
+
+
+def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
     """A profile by name (from resources/profiles) or by path to a JSON file."""
+    if str(name_or_path) == AUTO_PROFILE:
+        name_or_path = FALLBACK_PROFILE
     path = Path(name_or_path)
     if path.suffix != ".json":
         path = resource_path("profiles", f"{name_or_path}.json")
@@ -119,6 +178,7 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
                             "Fix the JSON, or reinstall Deskhand to restore the built-in profile.") from None
     chat = _need(data, "chat", dict, path)
     image = _need(data, "image", dict, path)
+    family = _need(data, "family", dict, path)
     gen = data.get("generation", {})
     output = _need(data, "output", dict, path)
     for key in ("note", "thought", "tools"):
@@ -127,9 +187,11 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
         return Profile(
             name=_need(data, "name", str, path),
             title=data.get("title", data["name"]),
+            family=Family(str(family["name"]), tuple(family["text_architectures"]), str(family["projector"]),
+                          bool(family.get("mrope", False))),
             chat=ChatLayout(**chat),
-            thinking=bool(data.get("thinking", False)),
-            image=ImageSpec(**{**image, "norm_mean": tuple(image["norm_mean"]), "norm_std": tuple(image["norm_std"])}),
+            reasoning=_thinking(data.get("thinking", False)),
+            image=_image(image),
             image_budget=int(_need(data, "image_budget", int, path)),
             coordinate_scale=int(data.get("coordinates", {}).get("scale", 1000)),
             system_prompt=_need(data, "system_prompt", str, path),
@@ -150,5 +212,6 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
 
 
 def list_profiles() -> list[str]:
+    """The built-in profiles by name (“auto” is not a file: it picks one of these)."""
     folder = resource_path("profiles")
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []

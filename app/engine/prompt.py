@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from PIL import Image
 
 from app.domain.proposal import Observation, PastStep
-from app.engine.profile import Profile
+from app.engine.dynamic_image import layout_for
+from app.engine.profile import DynamicImageSpec, Profile
 from app.engine.tiling import choose_grid
 
 MEDIA_MARKER = "<__media__>"
@@ -72,8 +73,27 @@ class _Builder:
         self.segments.append(seg)
 
 
-def _observation(b: _Builder, profile: Profile, step: int, obs: Observation, keep_image: bool) -> None:
-    feedback = _fill(profile.feedback_template, feedback=obs.feedback) if obs.feedback else ""
+def visible_answer(profile: Profile, raw: str) -> str:
+    """What of a past answer goes back into the prompt: the answer after its reasoning, when the chat format
+    drops reasoning from history (Qwen: `content.split('</think>')[-1].lstrip('\\n')`)."""
+    end = profile.reasoning.end.strip()
+    if profile.chat.keep_generation_prefix_in_history or not end or end not in raw:
+        return raw
+    return raw.split(end)[-1].lstrip("\n")
+
+
+def _tool_of(answer: str) -> str:
+    try:
+        call = json.loads(answer).get("tool_call") or {}
+        return str(call.get("tool_name") or "action")
+    except (ValueError, AttributeError):
+        return "action"
+
+
+def _observation(b: _Builder, profile: Profile, step: int, obs: Observation, keep_image: bool,
+                 previous: str = "") -> None:
+    feedback = _fill(profile.feedback_template, feedback=obs.feedback, tool=_tool_of(previous)) \
+        if obs.feedback else ""
     head, _, tail = _fill(profile.observation_template, step=str(step), feedback=feedback).partition("{image}")
     b.add(Boundary(step, "observation"))
     b.text(head)
@@ -123,7 +143,9 @@ def build_prompt(profile: Profile, task: str, observation: Observation, history:
         step, past = i + 1, steps[i]
         if i > first:
             b.text(chat.user_prefix)
-        _observation(b, profile, step, past.observation, keep_image=step > n - profile.image_budget)
+        previous = visible_answer(profile, steps[i - 1].answer) if i else ""
+        _observation(b, profile, step, past.observation, keep_image=step > n - profile.image_budget,
+                     previous=previous)
         if i == first:
             b.text(obs_part)
         b.text(chat.user_suffix + chat.assistant_prefix)
@@ -131,7 +153,7 @@ def build_prompt(profile: Profile, task: str, observation: Observation, history:
         if i < n - 1:
             if chat.keep_generation_prefix_in_history:
                 b.text(generation_prefix(profile))
-            b.add(Answer(past.answer, step))
+            b.add(Answer(visible_answer(profile, past.answer), step))
             b.text(chat.assistant_suffix)
     b.text(generation_prefix(profile))
     return b.segments
@@ -142,15 +164,27 @@ def generation_prefix(profile: Profile) -> str:
 
 
 def image_tokens(profile: Profile, image: Image.Image) -> tuple[str, int]:
-    """The tile grid for a screenshot and how many image tokens it costs."""
+    """How a screenshot is cut or resized for the model, and how many image tokens it costs."""
     spec = profile.image
+    if isinstance(spec, DynamicImageSpec):
+        layout = layout_for(image.width, image.height, spec)
+        return layout.describe(), layout.n_tokens
     grid = choose_grid(image.width, image.height, tile_size=spec.tile_size, min_tiles=spec.min_tiles,
                        max_tiles=spec.max_tiles, thumbnail=spec.thumbnail)
     return grid.describe(), grid.n_images * spec.tokens_per_tile
 
 
+def _bitmaps(profile: Profile, image: Image.Image) -> int:
+    """Images handed to the vision encoder: every tile and the thumbnail, or the one resized screenshot."""
+    spec = profile.image
+    if isinstance(spec, DynamicImageSpec):
+        return 1
+    return choose_grid(image.width, image.height, tile_size=spec.tile_size, min_tiles=spec.min_tiles,
+                       max_tiles=spec.max_tiles, thumbnail=spec.thumbnail).n_images
+
+
 def dump(profile: Profile, segments: Sequence[Segment]) -> str:
-    """The exact prompt text, one media marker per tile, as `deskhand prompt --dump` prints it."""
+    """The exact prompt text, one media marker per bitmap, as `deskhand prompt --dump` prints it."""
     out = []
     for seg in segments:
         if isinstance(seg, (Text, Answer)):
@@ -159,8 +193,5 @@ def dump(profile: Profile, segments: Sequence[Segment]) -> str:
             if seg.image is None:
                 out.append(f"{MEDIA_MARKER}(step {seg.step})")
             else:
-                spec = profile.image
-                grid = choose_grid(seg.image.width, seg.image.height, tile_size=spec.tile_size,
-                                   min_tiles=spec.min_tiles, max_tiles=spec.max_tiles, thumbnail=spec.thumbnail)
-                out.append(MEDIA_MARKER * grid.n_images)
+                out.append(MEDIA_MARKER * _bitmaps(profile, seg.image))
     return "".join(out)

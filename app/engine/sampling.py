@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import llama_cpp
 import numpy as np
 
 from app.domain.errors import ModelLoadError
 from app.engine.llama_runtime import LlamaRuntime
+
+
+class Sampler(Protocol):
+    """What the session's generation loop draws tokens from."""
+
+    def sample(self) -> int: ...
+
+    def close(self) -> None: ...
+
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
 

@@ -1,9 +1,13 @@
 """The live llama context of one run: what it holds, prefix matching, checkpoints and counters.
 
 Each step evaluates only what comes after the longest prefix the context already holds. The attention
-cache can be trimmed to any position, but a Mamba state cannot be rewound, so when the prefix changes
-(an older screenshot becomes a placeholder, a re-proposal) the recurrent state is restored from a
-checkpoint taken at a step boundary and the attention cache is trimmed to match.
+cache can be trimmed to any position, but a recurrent state (Mamba2, Gated-DeltaNet) cannot be rewound, so
+when the prefix changes (an older screenshot becomes a placeholder, a re-proposal, reasoning dropped from a
+past answer) the recurrent state is restored from a checkpoint taken at a step boundary and the attention
+cache is trimmed to match.
+
+Token indices (what the context holds, in order) and positions (what RoPE sees) are kept apart: with M-RoPE
+an image of n tokens takes fewer positions (`Piece.n_pos`), so every run records where its positions start.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from app.domain.proposal import Counters
 from app.engine.image_cache import ImageCache
 from app.engine.llama_runtime import LlamaRuntime
 from app.engine.prompt import Answer, Boundary, Screenshot, Segment, Text
-from app.engine.sampling import GrammarSampler
+from app.engine.sampling import Sampler
 
 log = logging.getLogger("deskhand.engine")
 
@@ -38,8 +42,11 @@ class ContextFull(DeskhandError):
 class _Run:
     start: int
     end: int
+    pos: int  # position of the first token
+    n_pos: int  # positions the run takes (end - start, except for an M-RoPE image)
     tokens: list[int] | None = None  # a text run
-    image: tuple[str, int] | None = None  # (digest, tile) of an image run
+    image: tuple[str, int] | None = None  # (digest, piece) of an image run
+    atomic: bool = False  # an image decoded whole (never split, never batched with another)
 
 
 @dataclass
@@ -49,10 +56,20 @@ class _Plan:
     boundaries: dict[int, Boundary]
     images: dict[str, Screenshot]
 
+    def position(self, index: int) -> int:
+        """The position of token `index` (a text token or a run boundary); len(keys) gives the end."""
+        for run in self.runs:
+            if run.start <= index < run.end:
+                if run.tokens is None and index != run.start:
+                    raise ValueError(f"position {index} is inside an image")
+                return run.pos + (index - run.start)
+        return self.runs[-1].pos + self.runs[-1].n_pos if self.runs and index >= self.runs[-1].end else index
+
 
 @dataclass
 class _Checkpoint:
-    pos: int
+    pos: int  # token index
+    position: int
     boundary: Boundary
     state: Any
 
@@ -85,6 +102,7 @@ class Session:
         self.answers: dict[tuple[int, str], list[int]] = {}
         # False after a decode was interrupted: the state may hold more than `held` says.
         self.exact = True
+        self.pos_end = 0  # the position after the last held token
 
     # ------------------------------------------------------------------ planning
     def plan(self, segments: Sequence[Segment]) -> _Plan:
@@ -92,9 +110,11 @@ class Session:
         runs: list[_Run] = []
         bounds: dict[int, Boundary] = {}
         images: dict[str, Screenshot] = {}
+        pos = 0
         if self.rt.add_bos:
-            runs.append(_Run(0, 1, tokens=[self.rt.bos]))
+            runs.append(_Run(0, 1, 0, 1, tokens=[self.rt.bos]))
             keys.append(self.rt.bos)
+            pos = 1
         for seg in segments:
             if isinstance(seg, Boundary):
                 bounds[len(keys)] = seg
@@ -102,14 +122,16 @@ class Session:
                 ids = self.answers.get((seg.step, seg.text)) if isinstance(seg, Answer) else None
                 ids = ids if ids is not None else self.rt.tokenize(seg.text)
                 if ids:
-                    runs.append(_Run(len(keys), len(keys) + len(ids), tokens=ids))
+                    runs.append(_Run(len(keys), len(keys) + len(ids), pos, len(ids), tokens=ids))
                     keys.extend(ids)
+                    pos += len(ids)
             else:
                 images[seg.digest] = seg
-                for tile in range(self.images.n_tiles(seg.digest, seg.image)):
-                    n = self.images.tokens_per_tile
-                    runs.append(_Run(len(keys), len(keys) + n, image=(seg.digest, tile)))
-                    keys.extend(("img", seg.digest, tile, i) for i in range(n))
+                for k, piece in enumerate(self.images.pieces(seg.digest, seg.image)):
+                    runs.append(_Run(len(keys), len(keys) + piece.n_tokens, pos, piece.n_pos,
+                                     image=(seg.digest, k), atomic=piece.atomic))
+                    keys.extend(("img", seg.digest, k, i) for i in range(piece.n_tokens))
+                    pos += piece.n_pos
         return _Plan(keys, runs, bounds, images)
 
     def measure(self, segments: Sequence[Segment]) -> int:
@@ -135,10 +157,12 @@ class Session:
         if start > target or not self.exact:
             start = self._rewind(min(target, start), stats)
         self.held = self.held[:start]
+        self.pos_end = plan.position(start)
         stats.add(tokens_reused=start)
         self.exact = False
         self._evaluate(plan, start, stats, token, logits)
         self.exact = True
+        self.pos_end = plan.position(n)
         self._prune(plan)
         self.images.keep_only(set(plan.images))
         stats.add(context_used=n)
@@ -149,7 +173,7 @@ class Session:
         usable = [c for c in self.checkpoints if c.pos <= target]
         if usable:
             cp = max(usable, key=lambda c: c.pos)
-            self.rt.restore_recurrent(cp.state, cp.pos)
+            self.rt.restore_recurrent(cp.state, cp.position)
             stats.add(checkpoint_restores=1)
             start = cp.pos
             log.debug("restored checkpoint at %d (%s step %d)", cp.pos, cp.boundary.kind, cp.boundary.step)
@@ -180,11 +204,18 @@ class Session:
                 self.held.extend(plan.keys[lo:hi])
                 pending.clear()
                 if hi in cuts:
-                    self._checkpoint(hi, plan.boundaries[hi], stats)
+                    self._checkpoint(hi, plan.position(hi), plan.boundaries[hi], stats)
                     cuts.discard(hi)
 
         for run in plan.runs:
             lo = max(run.start, start)
+            if run.atomic and lo < run.end:
+                if lo != run.start:
+                    raise DeskhandError("The context ends inside a screenshot.", "Start the task again.")
+                flush()  # a whole image, alone: mtmd's helper batches it itself
+                pending.append((run, run.start, run.end))
+                flush()
+                continue
             while lo < run.end:
                 if pending and (pending[0][0].tokens is None) != (run.tokens is None):
                     flush()
@@ -201,10 +232,14 @@ class Session:
                 token: CancelToken) -> None:
         lo, hi = pieces[0][1], pieces[-1][2]
         last = hi == n
+        pos = pieces[0][0].pos + (lo - pieces[0][0].start)
+        if pieces[0][0].atomic:
+            self._decode_screenshot(plan, pieces[0][0], stats, token)
+            return
         if pieces[0][0].tokens is not None:
             ids = [t for run, a, b in pieces for t in (run.tokens or [])[a - run.start:b - run.start]]
             t0 = time.perf_counter()
-            self.rt.decode_tokens(ids, lo, last, token)
+            self.rt.decode_tokens(ids, pos, last, token)
             stats.prefill_s += time.perf_counter() - t0
             stats.add(tokens_evaluated=hi - lo, text_tokens_evaluated=hi - lo)
             return
@@ -223,13 +258,34 @@ class Session:
             parts.append(embd[a - run.start:b - run.start])
         t1 = time.perf_counter()
         stats.encode_s += t1 - t0
-        self.rt.decode_embeddings(parts, lo, last, token)
+        self.rt.decode_embeddings(parts, pos, last, token)
         stats.prefill_s += time.perf_counter() - t1
         stats.add(tokens_evaluated=hi - lo, image_tokens_evaluated=hi - lo)
 
-    def _checkpoint(self, pos: int, boundary: Boundary, stats: _Stats) -> None:
+    def _decode_screenshot(self, plan: _Plan, run: _Run, stats: _Stats, token: CancelToken) -> None:
+        """A dynamic-resolution screenshot: encoded once (cached), decoded whole with its M-RoPE positions."""
+        assert run.image is not None
+        digest = run.image[0]
         t0 = time.perf_counter()
-        self.checkpoints.append(_Checkpoint(pos, boundary, self.rt.save_recurrent()))
+        before = self.images.tiles_encoded
+        self.images.screenshot(digest, plan.images[digest].image, token)
+        if self.images.tiles_encoded > before:
+            stats.add(tiles_encoded=1, images_encoded=1)
+        else:
+            stats.add(image_cache_hits=1)
+        t1 = time.perf_counter()
+        stats.encode_s += t1 - t0
+        end = self.images.decode_screenshot(digest, run.pos, token)
+        if end != run.pos + run.n_pos:
+            raise DeskhandError(f"The screenshot took positions {run.pos}..{end}, not the {run.n_pos} planned.",
+                                "Report this with the log file.")
+        stats.prefill_s += time.perf_counter() - t1
+        n = run.end - run.start
+        stats.add(tokens_evaluated=n, image_tokens_evaluated=n)
+
+    def _checkpoint(self, pos: int, position: int, boundary: Boundary, stats: _Stats) -> None:
+        t0 = time.perf_counter()
+        self.checkpoints.append(_Checkpoint(pos, position, boundary, self.rt.save_recurrent()))
         stats.restore_s += time.perf_counter() - t0
         stats.add(checkpoints_saved=1)
 
@@ -244,7 +300,7 @@ class Session:
         self.checkpoints = sorted(keep, key=lambda c: c.pos)
 
     # ------------------------------------------------------------------ generation
-    def generate(self, sampler: GrammarSampler, max_tokens: int, step: int, token: CancelToken,
+    def generate(self, sampler: Sampler, max_tokens: int, step: int, token: CancelToken,
                  on_text: Callable[[str], None] | None) -> tuple[str, bool, int]:
         """Sample until end of turn; returns (text, finished, n_tokens). Checks the token between tokens."""
         ids: list[int] = []
@@ -264,8 +320,9 @@ class Session:
                 on_text(text[shown:])
                 shown = len(text)
             self.exact = False
-            self.rt.decode_tokens([t], len(self.held), True, token)
+            self.rt.decode_tokens([t], self.pos_end, True, token)
             self.held.append(t)
+            self.pos_end += 1
             self.exact = True
         text = raw.decode("utf-8", errors="replace")
         if finished:
@@ -277,3 +334,4 @@ class Session:
         self.held = []
         self.checkpoints = []
         self.exact = True
+        self.pos_end = 0

@@ -1,0 +1,68 @@
+"""Bounded reasoning before the answer: free text up to the reasoning end tag, then the grammar-constrained JSON.
+
+The prompt ends with the profile's thinking prefix (Qwen: "<think>\\n"). The model reasons freely, control tokens
+and end-of-turn excluded, until it writes the end tag ("</think>") or the budget runs out; then the rest of the
+profile's end text ("</think>\\n\\n") is forced, as llama.cpp's reasoning budget does, and the answer grammar
+takes over.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import llama_cpp
+import numpy as np
+
+from app.engine.llama_runtime import LlamaRuntime
+from app.engine.sampling import GrammarSampler
+
+
+class ReasoningSampler:
+    def __init__(self, rt: LlamaRuntime, answer: GrammarSampler, budget: int, end: str, seed: int = 0) -> None:
+        self.rt, self.answer, self.budget = rt, answer, budget
+        self.closing = rt.tokenize(end)
+        self.end_id = self.closing[0] if self.closing else -1
+        self.forced: deque[int] = deque()
+        self.thinking = True
+        self.thinking_tokens = 0
+        self.forced_close = False  # the budget ran out before the model closed its reasoning
+        self._rng = np.random.default_rng(seed)
+        self._banned = rt.special_mask() | rt.eog_mask()
+        if 0 <= self.end_id < len(self._banned):
+            self._banned = self._banned.copy()
+            self._banned[self.end_id] = False  # "</think>" may be a control token in some vocabularies
+
+    def _free(self) -> int:
+        """The answer sampler's chain (temperature, top-k) without the grammar; control tokens masked."""
+        t = int(llama_cpp.llama_sampler_sample(self.answer.chain, self.rt.ctx, -1))
+        if not self._banned[t]:
+            return t
+        logits = np.array(self.rt.logits(), dtype=np.float32)
+        logits[self._banned] = -np.inf
+        a = self.answer
+        if a.temperature <= 0.0 or a.top_k == 1:
+            return int(np.argmax(logits))
+        k = min(a.top_k if a.top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
+        top = np.argpartition(-logits, k - 1)[:k]
+        z = logits[top] / a.temperature
+        p = np.exp(z - z.max())
+        return int(top[self._rng.choice(k, p=p / p.sum())])
+
+    def sample(self) -> int:
+        if self.forced:
+            return self.forced.popleft()
+        if not self.thinking:
+            return self.answer.sample()
+        if self.thinking_tokens >= self.budget:
+            self.thinking, self.forced_close = False, True
+            self.forced.extend(self.closing)
+            return self.forced.popleft()
+        t = self._free()
+        self.thinking_tokens += 1
+        if t == self.end_id:
+            self.thinking = False
+            self.forced.extend(self.closing[1:])
+        return t
+
+    def close(self) -> None:
+        self.answer.close()
