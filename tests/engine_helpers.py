@@ -13,9 +13,11 @@ from app.engine.local import LocalEngine, LocalEngineConfig
 from app.engine.profile import load_profile
 
 
-def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles: int = 12) -> Path:
-    """The real profile with short string limits, so a random model's answers stay a few dozen tokens."""
-    data = json.loads(load_profile().source.read_text(encoding="utf-8"))
+def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles: int = 12,
+                    base: str = "holotron-12b", thinking: int | None = None) -> Path:
+    """A real profile with short string limits, so a random model's answers stay a few dozen tokens.
+    `thinking`: a reasoning budget in tokens (0: thinking off), for profiles that think."""
+    data = json.loads(load_profile(base).source.read_text(encoding="utf-8"))
     out = data["output"]
     out["note"]["maxLength"] = chars
     out["thought"]["maxLength"] = chars
@@ -26,9 +28,12 @@ def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles:
             if spec.get("items", {}).get("maxLength"):
                 spec["items"]["maxLength"] = 4
     data["image_budget"] = budget
-    data["image"]["max_tiles"] = max_tiles
+    if data["image"].get("mode", "tiles") == "tiles":
+        data["image"]["max_tiles"] = max_tiles
+    if thinking is not None:
+        data["thinking"] = {**data["thinking"], "enabled": thinking > 0, "max_tokens": thinking}
     data["system_prompt"] = "Act on the screen. Reply with JSON: {output_schema}"
-    path = folder / "compact-profile.json"
+    path = folder / f"compact-{base}-{thinking}.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 

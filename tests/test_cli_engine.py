@@ -66,3 +66,39 @@ def test_propose_reports_a_bad_file_plainly(tmp_path):
                   "--screenshot", str(shot), "--task", "t")
     assert r.returncode == 2
     assert "is not a GGUF file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_propose_on_the_holo31_pair_returns_a_valid_action(qwen35_pair, tmp_path):
+    shot = tmp_path / "s.png"
+    screenshot(1, (640, 480)).image.save(shot)
+    prof = compact_profile(tmp_path, base="holo31", thinking=16)
+    r = _deskhand("propose", "--model", str(qwen35_pair.text), "--mmproj", str(qwen35_pair.mmproj),
+                  "--profile", str(prof), "--screenshot", str(shot), "--task", "Open the settings", "--ctx", "8192",
+                  "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["tool_call"]["tool_name"] in {"click", "double_click", "move", "drag", "scroll", "write", "key",
+                                             "wait", "answer", "ask_user"}
+    assert out["grid"] == "resized to 640×480 (20×15 tokens of 32 px)" and out["warnings"] == []
+    assert out["counters"]["thinking_tokens"] == 16 and out["counters"]["image_tokens_evaluated"] == 300
+    assert out["raw"].count("</think>") == 1
+
+
+def test_prompt_dump_shows_the_qwen_layout_and_the_hf_token_budget(qwen35_pair, tmp_path):
+    sizes = {(1920, 1080): "resized to 1920×1088 (60×34 tokens of 32 px), 2040 image tokens",
+             (1280, 800): "resized to 1280×800 (40×25 tokens of 32 px), 1000 image tokens",
+             (3840, 2160): "resized to 3840×2176 (120×68 tokens of 32 px), 8160 image tokens"}
+    for (w, h), line in sizes.items():
+        shot = tmp_path / f"s{w}.png"
+        screenshot(1, (w, h)).image.save(shot)
+        r = _deskhand("prompt", "--model", str(qwen35_pair.text), "--mmproj", str(qwen35_pair.mmproj),
+                      "--screenshot", str(shot), "--task", "Open the settings", "--dump")
+        assert r.returncode == 0, r.stderr
+        assert f"Screenshot {w}×{h}: {line}" in r.stdout
+        assert "Model profile: holo31 (Holo3.1), thinking on" in r.stdout and "Warning" not in r.stdout
+    text = r.stdout
+    assert text.startswith("<|im_start|>system\nYou are a computer-use agent")
+    assert "\n\n<output_format>\n```json\n{" in text and "}\n```\n</output_format><|im_end|>\n" in text
+    assert ("<|im_start|>user\n<task>\nOpen the settings\n</task><|im_end|>\n<|im_start|>user\n<observation>\n"
+            "<|vision_start|><__media__><|vision_end|>\n</observation><|im_end|>\n<|im_start|>assistant\n<think>\n"
+            in text)

@@ -97,3 +97,29 @@ def test_profile_is_data(tmp_path):
     p = load_profile(f)
     text = dump(p, build_prompt(p, "task", _obs(3), _history(2)))
     assert text.count("(old screenshot)") == 2 and text.count(MEDIA_MARKER * 9) == 1
+
+
+def test_holo31_history_follows_h_companys_agent_loop():
+    """Tool results as their own user message, evicted screenshots keep the <observation> wrapper, past answers
+    lose their reasoning (the Qwen 3.5 template drops it), and the answer goes back as generated JSON."""
+    p = load_profile("holo31")
+    hist = [PastStep(_obs(i, "Done." if i > 1 else ""), f"plan {i}...</think>\n\n" + _answer(i)) for i in range(1, 5)]
+    text = dump(p, build_prompt(p, "task", _obs(5, "Done."), hist))
+    assert text.count("<observation>\n[screenshot evicted]\n</observation>") == 2
+    assert text.count("<|vision_start|>" + MEDIA_MARKER + "<|vision_end|>") == 3
+    assert "</think>" not in text.split("<|im_start|>assistant\n")[1] and "plan 1" not in text
+    assert ("<|im_start|>assistant\n" + _answer(4) + "<|im_end|>\n<|im_start|>user\n<tool_output tool=\"wait\">\n"
+            "Done.\n</tool_output><|im_end|>\n<|im_start|>user\n<observation>\n<|vision_start|>") in text
+    assert text.endswith("</observation><|im_end|>\n<|im_start|>assistant\n<think>\n")
+
+
+def test_smart_resize_matches_the_hf_processor():
+    from app.engine.dynamic_image import layout_for
+
+    spec = load_profile("holo31").image
+    got = {s: (layout_for(*s, spec).width, layout_for(*s, spec).height, layout_for(*s, spec).n_tokens)
+           for s in [(1920, 1080), (1280, 800), (3840, 2160), (2560, 1440), (1280, 720), (100, 100)]}
+    assert got == {(1920, 1080): (1920, 1088, 2040), (1280, 800): (1280, 800, 1000),
+                   (3840, 2160): (3840, 2176, 8160), (2560, 1440): (2560, 1440, 3600),
+                   (1280, 720): (1280, 704, 880),  # round(22.5) is 22 in Python, as in transformers
+                   (100, 100): (256, 256, 64)}  # below min_pixels: scaled up to 64 tokens

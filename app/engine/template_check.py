@@ -9,10 +9,11 @@ from app.engine.profile import Profile
 from app.engine.prompt import generation_prefix
 
 
-def _render(template: str, messages: list[dict[str, str]]) -> str:
+def _render(template: str, messages: list[dict[str, str]], thinking: bool) -> str:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    # Nemotron switches thinking with /no_think in the text, Qwen with the enable_thinking variable.
     return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
-                                            bos_token="", eos_token="")
+                                            bos_token="", eos_token="", enable_thinking=thinking)
 
 
 def layout_drift(profile: Profile, chat_template: str) -> str | None:
@@ -20,11 +21,11 @@ def layout_drift(profile: Profile, chat_template: str) -> str | None:
     if not chat_template:
         return "the GGUF carries no chat template, so the profile's layout cannot be checked"
     c = profile.chat
-    switch = "" if profile.thinking else f" {c.thinking_switch_off}"
+    switch = "" if profile.thinking or not c.thinking_switch_off else f" {c.thinking_switch_off}"
     messages = [{"role": "system", "content": f"SYS{switch}"}, {"role": "user", "content": "USER1"},
                 {"role": "assistant", "content": "ANSWER"}, {"role": "user", "content": "USER2"}]
     try:
-        expected = _render(chat_template, messages)
+        expected = _render(chat_template, messages, profile.thinking)
     except TemplateError as exc:
         return f"the GGUF's chat template does not render ({exc})"
     history_prefix = generation_prefix(profile) if c.keep_generation_prefix_in_history else ""
