@@ -1,13 +1,12 @@
-"""The resumable downloader against a real HTTP server on loopback (tests/loopback_http.py)."""
+"""Downloads through huggingface_hub against a loopback hub (tests/loopback_hub.py): the standard cache, resume after
+an interruption or a restart, verification against the catalog's and the hub's SHA-256, gated repositories."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
-import threading
 
 import pytest
 
@@ -20,19 +19,18 @@ from app.setup.download import (
     DownloadControl,
     Downloader,
     DownloadError,
-    Interrupted,
     NotEnoughSpace,
     Paused,
 )
-from tests.loopback_http import LoopbackServer
+from tests.loopback_hub import LoopbackHub
 
-CHUNK = 64 * 1024
+REPO = "Hcompany/Holo-Test-GGUF"
 
 
 @pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
+def hub():
+    with LoopbackHub() as h:
+        yield h
 
 
 @pytest.fixture
@@ -40,192 +38,168 @@ def payload() -> bytes:
     return os.urandom(3 * 1024 * 1024 + 12345)
 
 
-def spec_for(srv: LoopbackServer, path: str, data: bytes, *, sha: str | None = "auto", size: int | None = -1,
-             name: str = "model.gguf") -> CatalogFile:
-    return CatalogFile(name, (srv.url(path),), len(data) if size == -1 else size,
+def spec(name: str, data: bytes, *, sha: str | None = "auto", size: int | None = -1, repo: str = REPO,
+         revision: str = "main") -> CatalogFile:
+    return CatalogFile(name, repo, revision, len(data) if size == -1 else size,
                        hashlib.sha256(data).hexdigest() if sha == "auto" else sha)
 
 
-def leftovers(folder) -> list[str]:
+def downloader(hub, tmp_path, **kw) -> Downloader:
+    return Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint, **kw)
+
+
+def blobs(tmp_path) -> list[str]:
+    folder = tmp_path / "hub" / ("models--" + REPO.replace("/", "--")) / "blobs"
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
-def test_full_download_reports_bytes_speed_and_time_left(server, payload, tmp_path):
-    server.serve("/m.gguf", payload, delay=0.002)
+def stop_after(control: DownloadControl, action: str, limit: int):
+    def progress(p):
+        if p.state == "downloading" and p.done >= limit:
+            getattr(control, action)()
+    return progress
+
+
+def test_download_lands_in_the_standard_cache_verified_with_progress(hub, payload, tmp_path):
+    f = hub.add(REPO, "model.gguf", payload, delay=0.002)
     events = []
-    result = Downloader(tmp_path, chunk=CHUNK).download(spec_for(server, "/m.gguf", payload), progress=events.append)
-    assert result.path.read_bytes() == payload and result.verified and result.size == len(payload)
-    assert result.sha256 == hashlib.sha256(payload).hexdigest() and result.resumed_from == 0
-    assert leftovers(tmp_path) == ["model.gguf"]  # no .part, no sidecar
+    result = downloader(hub, tmp_path).download(spec("model.gguf", payload), progress=events.append)
+    commit = hub._srv.repos[REPO].commit
+    assert result.path == tmp_path / "hub" / f"models--{REPO.replace('/', '--')}" / "snapshots" / commit / "model.gguf"
+    assert result.path.read_bytes() == payload and result.verified and result.hub_sha256
+    assert result.commit == commit and result.sha256 == f.sha256 and blobs(tmp_path) == [f.sha256]
     states = [e.state for e in events]
     assert states[0] == "connecting" and states[-2:] == ["verifying", "done"] and "downloading" in states
     moving = [e for e in events if e.state == "downloading"]
-    assert [e.done for e in moving] == sorted(e.done for e in moving)
-    assert all(e.total == len(payload) for e in moving)
+    assert [e.done for e in moving] == sorted(e.done for e in moving) and moving[-1].total == len(payload)
     later = [e for e in moving if e.speed > 0]
-    assert later and all(e.eta is not None and e.eta >= 0 for e in later)
-    line = later[-1].describe()
-    assert " of 3.0 MiB" in line and "/s" in line and "left" in line
+    assert later and " of 3.0 MiB" in later[-1].describe() and "left" in later[-1].describe()
+    # the revision was resolved through the hub's API, the file through its resolve URL, the bytes from storage
+    assert [s.path.split("?")[0] for s in hub.seen][:1] == [f"/api/models/{REPO}/revision/main"]
+
+    again = downloader(hub, tmp_path).download(spec("model.gguf", payload))
+    assert again.path == result.path and len(hub.blob_requests(f)) == 1  # found in the cache, checked, not fetched
 
 
-def test_interrupted_download_resumes_with_range_after_a_restart(server, payload, tmp_path):
-    served = server.serve("/m.gguf", payload, cut_after=[1_200_000])
-    spec = spec_for(server, "/m.gguf", payload)
-    with pytest.raises(Interrupted) as err:
-        Downloader(tmp_path, chunk=CHUNK, retries=0).download(spec)
-    assert "resumes where it stopped" in str(err.value)
-    part = tmp_path / "model.gguf.part"
-    assert part.stat().st_size == 1_200_000 and not (tmp_path / "model.gguf").exists()
-    sidecar = json.loads((tmp_path / "model.gguf.part.json").read_text())
-    assert sidecar["url"] == spec.urls[0] and sidecar["total"] == len(payload) and sidecar["validator"] == served.etag
+def test_a_file_another_tool_downloaded_is_found_in_the_cache(hub, payload, tmp_path):
+    from huggingface_hub import hf_hub_download
 
-    result = Downloader(tmp_path, chunk=CHUNK).download(spec)  # a new process: only the files on disk remain
-    assert result.path.read_bytes() == payload and result.resumed_from == 1_200_000 and result.verified
-    second = server.requests_for("/m.gguf")[1]
-    assert second.headers["range"] == "bytes=1200000-" and second.headers["if-range"] == served.etag
-    assert second.status == 206 and leftovers(tmp_path) == ["model.gguf"]
+    f = hub.add(REPO, "model.gguf", payload)
+    theirs = hf_hub_download(REPO, "model.gguf", cache_dir=tmp_path / "hub", endpoint=hub.endpoint, token=False)
+    ours = downloader(hub, tmp_path).download(spec("model.gguf", payload))
+    assert str(ours.path) == theirs and len(hub.blob_requests(f)) == 1 and ours.verified
 
 
-def test_a_broken_connection_is_resumed_within_the_same_download(server, payload, tmp_path):
-    server.serve("/m.gguf", payload, cut_after=[500_000, 2_000_000])
-    result = Downloader(tmp_path, chunk=CHUNK, retries=3).download(spec_for(server, "/m.gguf", payload))
+def test_a_broken_connection_is_resumed_by_the_library_within_the_download(hub, payload, tmp_path):
+    f = hub.add(REPO, "model.gguf", payload, cut_after=[500_000])
+    result = downloader(hub, tmp_path).download(spec("model.gguf", payload))
     assert result.path.read_bytes() == payload
-    assert [s.status for s in server.requests_for("/m.gguf")] == [200, 206, 206]
+    gets = hub.blob_requests(f)
+    assert [s.status for s in gets] == [200, 206] and gets[1].headers["range"].startswith("bytes=")
 
 
-def test_a_file_changed_on_the_server_restarts_instead_of_mixing_two_versions(server, payload, tmp_path):
-    server.serve("/m.gguf", payload, cut_after=[1_000_000])
-    with pytest.raises(Interrupted):
-        Downloader(tmp_path, chunk=CHUNK, retries=0).download(spec_for(server, "/m.gguf", payload, sha=None),
-                                                                accept_unverified=True)
-    newer = os.urandom(len(payload))
-    server.serve("/m.gguf", newer)  # new ETag: If-Range no longer matches, the server sends the whole file
-    result = Downloader(tmp_path, chunk=CHUNK).download(spec_for(server, "/m.gguf", payload, sha=None),
-                                                        accept_unverified=True)
-    assert result.path.read_bytes() == newer and result.sha256 == hashlib.sha256(newer).hexdigest()
-    assert server.requests_for("/m.gguf")[1].status == 200
-
-
-def test_checksum_mismatch_is_rejected_and_the_file_deleted(server, payload, tmp_path):
-    server.serve("/m.gguf", payload)
-    with pytest.raises(ChecksumMismatch) as err:
-        Downloader(tmp_path, chunk=CHUNK).download(spec_for(server, "/m.gguf", payload, sha="0" * 64))
-    assert "does not match its published SHA-256" in err.value.what and "deleted" in err.value.what
-    assert leftovers(tmp_path) == []
-
-
-def test_not_enough_disk_space_is_refused_before_starting(server, payload, tmp_path):
-    server.serve("/m.gguf", payload)
-    free = shutil.disk_usage(tmp_path).free
-    with pytest.raises(NotEnoughSpace) as err:  # the published size is known: refused without connecting
-        Downloader(tmp_path, margin=free).download(spec_for(server, "/m.gguf", payload))
-    assert "not enough free disk space" in err.value.what and "Free some space" in err.value.todo
-    assert server.seen == [] and leftovers(tmp_path) == []
-    with pytest.raises(NotEnoughSpace):  # size unknown: refused from Content-Length, before any byte is written
-        Downloader(tmp_path, margin=free).download(spec_for(server, "/m.gguf", payload, size=None))
-    assert leftovers(tmp_path) == []
-
-
-def test_cancel_deletes_the_part_and_pause_keeps_it_but_never_as_a_model(server, tiny_model_pair, tmp_path):
+def test_a_paused_download_resumes_after_a_restart_with_a_range_request(hub, payload, tmp_path, tiny_model_pair):
     data = tiny_model_pair.text.read_bytes()
-    server.serve("/t.gguf", data, delay=0.03)
-    spec = spec_for(server, "/t.gguf", data, name="text.gguf")
-
-    def stop_after(control: DownloadControl, action: str, limit: int):
-        def progress(p):
-            if p.state == "downloading" and p.done >= limit:
-                getattr(control, action)()
-        return progress
-
+    f = hub.add(REPO, "text.gguf", data, delay=0.03)
     control = DownloadControl()
     with pytest.raises(Paused):
-        Downloader(tmp_path, chunk=CHUNK).download(spec, progress=stop_after(control, "pause", len(data) // 4),
-                                                   control=control)
-    assert not (tmp_path / "text.gguf").exists()
-    with pytest.raises(ModelFileError, match="truncated"):  # what is kept is not a usable model
-        check_text_model(tmp_path / "text.gguf.part")
+        downloader(hub, tmp_path).download(spec("text.gguf", data), control=control,
+                                           progress=stop_after(control, "pause", len(data) // 4))
+    part = [b for b in blobs(tmp_path) if b.endswith(".incomplete")]
+    assert part == [f"{f.sha256}.incomplete"]  # kept, and never a blob or a snapshot the app could load
+    with pytest.raises(ModelFileError, match="truncated"):
+        check_text_model(tmp_path / "hub" / f"models--{REPO.replace('/', '--')}" / "blobs" / part[0])
+    have = (tmp_path / "hub" / f"models--{REPO.replace('/', '--')}" / "blobs" / part[0]).stat().st_size
 
+    result = downloader(hub, tmp_path).download(spec("text.gguf", data))  # a new process: only files remain
+    assert result.path.read_bytes() == data and result.resumed_from == have > 0
+    last = hub.blob_requests(f)[-1]
+    assert last.status == 206 and last.headers["range"] == f"bytes={have}-"
+    assert check_text_model(result.path).architecture == "nemotron_h" and blobs(tmp_path) == [f.sha256]
+
+
+def test_cancel_deletes_the_partial_file(hub, payload, tmp_path):
+    hub.add(REPO, "model.gguf", payload, delay=0.01)
     control = DownloadControl()
     with pytest.raises(Cancelled) as err:
-        Downloader(tmp_path, chunk=CHUNK).download(spec, progress=stop_after(control, "cancel", len(data) // 2),
-                                                   control=control)
-    assert not isinstance(err.value, Paused) and leftovers(tmp_path) == []
-
-    result = Downloader(tmp_path, chunk=CHUNK).download(spec)  # and a clean download still works
-    assert check_text_model(result.path).architecture == "nemotron_h"
+        downloader(hub, tmp_path).download(spec("model.gguf", payload), control=control,
+                                           progress=stop_after(control, "cancel", 200_000))
+    assert not isinstance(err.value, Paused) and blobs(tmp_path) == []
 
 
-def test_cancel_from_another_thread(server, payload, tmp_path):
-    server.serve("/m.gguf", payload, delay=0.01)
-    control = DownloadControl()
-    started = threading.Event()
-    timer = threading.Timer(0.3, control.cancel)
-    timer.start()
-    try:
-        with pytest.raises(Cancelled):
-            Downloader(tmp_path, chunk=CHUNK).download(spec_for(server, "/m.gguf", payload), control=control,
-                                                       progress=lambda p: started.set())
-    finally:
-        timer.cancel()
-    assert started.is_set() and leftovers(tmp_path) == []
+def test_a_wrong_checksum_is_refused(hub, payload, tmp_path):
+    hub.add(REPO, "model.gguf", payload)
+    with pytest.raises(DownloadError) as err:  # the catalog pins another file than the hub offers: nothing fetched
+        downloader(hub, tmp_path).download(spec("model.gguf", payload, sha="0" * 64))
+    assert "different model.gguf" in err.value.what and blobs(tmp_path) == []
+    damaged = os.urandom(len(payload))
+    hub.add(REPO, "bad.gguf", damaged, advertised_sha=hashlib.sha256(payload).hexdigest())
+    with pytest.raises(ChecksumMismatch) as err:  # the bytes do not match the hub's own checksum
+        downloader(hub, tmp_path).download(spec("bad.gguf", damaged, sha=None), accept_unverified=True)
+    assert "does not match the hub's SHA-256" in err.value.what and "deleted" in err.value.what
+    assert blobs(tmp_path) == []
 
 
-def test_unverified_files_need_explicit_consent(server, payload, tmp_path):
-    server.serve("/m.gguf", payload)
-    spec = spec_for(server, "/m.gguf", payload, sha=None)
+def test_not_enough_disk_space_is_refused_before_the_transfer(hub, payload, tmp_path):
+    f = hub.add(REPO, "model.gguf", payload)
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(NotEnoughSpace) as err:
+        downloader(hub, tmp_path, margin=free).download(spec("model.gguf", payload))
+    assert "not enough free disk space" in err.value.what and "HF_HUB_CACHE" in err.value.todo
+    assert hub.blob_requests(f) == [] and blobs(tmp_path) == []
+
+
+def test_unverified_files_need_explicit_consent_and_are_still_checked_against_the_hub(hub, payload, tmp_path):
+    hub.add(REPO, "model.gguf", payload)
     with pytest.raises(DownloadError) as err:
-        Downloader(tmp_path).download(spec)
-    assert "no published SHA-256" in err.value.what and "--accept-unverified" in err.value.todo
-    assert server.seen == []
-    result = Downloader(tmp_path).download(spec, accept_unverified=True)
-    assert not result.verified and result.sha256 == hashlib.sha256(payload).hexdigest()
+        downloader(hub, tmp_path).download(spec("model.gguf", payload, sha=None, size=None))
+    assert "no SHA-256 checksum in the catalog" in err.value.what and "--accept-unverified" in err.value.todo
+    assert hub.seen == []
+    result = downloader(hub, tmp_path).download(spec("model.gguf", payload, sha=None, size=None),
+                                                accept_unverified=True)
+    assert not result.verified and result.hub_sha256 and result.sha256 == hashlib.sha256(payload).hexdigest()
 
 
-def test_an_existing_verified_file_is_not_downloaded_again(server, payload, tmp_path):
-    server.serve("/m.gguf", payload)
-    spec = spec_for(server, "/m.gguf", payload)
-    Downloader(tmp_path).download(spec)
-    again = Downloader(tmp_path).download(spec)
-    assert again.verified and len(server.seen) == 1
-
-
-def test_gated_file_uses_the_keyring_token_and_never_leaks_it(server, payload, tmp_path, caplog, memory_keyring):
+def test_gated_repository_uses_the_keyring_token_and_never_leaks_it(hub, payload, tmp_path, caplog, memory_keyring):
     token = "hf_testTOKEN1234567890"
-    server.serve("/gated.gguf", payload, token=token, cut_after=[700_000])
-    spec = spec_for(server, "/gated.gguf", payload)
+    f = hub.add("Hcompany/Gated", "gated.gguf", payload, token=token, cut_after=[700_000])
+    gated = spec("gated.gguf", payload, repo="Hcompany/Gated")
     with pytest.raises(DownloadError) as err:
-        Downloader(tmp_path, token_hosts=("127.0.0.1",)).download(spec)
+        downloader(hub, tmp_path).download(gated)
     assert "needs an access token" in err.value.what and "deskhand setup --token" in err.value.todo
-
     secrets.set_secret(token)
-    assert memory_keyring.store[(secrets.SERVICE, secrets.HF_TOKEN)] == token
     caplog.set_level(logging.DEBUG)
-    downloader = Downloader(tmp_path, token=secrets.get_secret(), token_hosts=("127.0.0.1",), chunk=CHUNK)
-    result = downloader.download(spec)  # cut once: the resumed request carries the token too
-    assert result.path.read_bytes() == payload
-    assert [s.status for s in server.requests_for("/gated.gguf")][-2:] == [200, 206]
-    assert token not in caplog.text and token not in repr(downloader)
-    assert all(token not in p.read_text(errors="replace") for p in tmp_path.rglob("*.json"))
-
-    # other hosts never get it: neither directly nor through a redirect
-    server.serve("/public.gguf", payload)
-    server.redirect("/hop.gguf", server.url("/public.gguf", host="localhost"))
-    hop = CatalogFile("hop.gguf", (server.url("/hop.gguf"),), len(payload), hashlib.sha256(payload).hexdigest())
-    Downloader(tmp_path, token=token, token_hosts=("127.0.0.1",)).download(hop)
-    assert server.requests_for("/hop.gguf")[0].headers.get("authorization") == f"Bearer {token}"
-    assert "authorization" not in server.requests_for("/public.gguf")[0].headers
-    other = CatalogFile("o.gguf", (server.url("/public.gguf", host="localhost"),), len(payload), None)
-    Downloader(tmp_path, token=token, token_hosts=("127.0.0.1",)).download(other, accept_unverified=True)
-    assert all("authorization" not in s.headers for s in server.requests_for("/public.gguf"))
+    d = downloader(hub, tmp_path, token=secrets.get_secret())
+    result = d.download(gated)  # cut once: the library resumes it
+    assert result.path.read_bytes() == payload and token not in caplog.text and token not in repr(d)
+    hub_calls = [s for s in hub.seen if not s.path.startswith("/lfs/")]
+    assert hub_calls and all(s.headers.get("authorization") == f"Bearer {token}" for s in hub_calls[-2:])
+    assert all("authorization" not in s.headers for s in hub.blob_requests(f))  # never sent to storage
+    assert all(token not in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
+               and p.stat().st_size < 10_000)
+    with pytest.raises(DownloadError, match="refused the access token"):
+        downloader(hub, tmp_path, token="hf_wrong").download(gated)
 
 
-def test_not_found_names_the_file(server, tmp_path):
-    spec = CatalogFile("gone.gguf", (server.url("/gone.gguf"),), None, "0" * 64)
-    with pytest.raises(DownloadError, match=r"gone\.gguf was not found"):
-        Downloader(tmp_path).download(spec)
+def test_missing_files_repositories_and_revisions_are_named(hub, payload, tmp_path):
+    hub.add(REPO, "model.gguf", payload)
+    d = downloader(hub, tmp_path)
+    with pytest.raises(DownloadError, match=r"gone\.gguf was not found in Hcompany/Holo-Test-GGUF"):
+        d.download(spec("gone.gguf", payload))
+    with pytest.raises(DownloadError, match="repository Nobody/Nothing was not found"):
+        d.download(spec("model.gguf", payload, repo="Nobody/Nothing"))
+    with pytest.raises(DownloadError, match="revision the catalog pins"):
+        d.download(spec("model.gguf", payload, revision="v9"))
 
 
-def test_no_keyring_backend_gives_a_clear_error(monkeypatch):
+def test_an_unreachable_hub_says_so_plainly(tmp_path, payload):
+    with socket_closed() as endpoint:
+        with pytest.raises(DownloadError) as err:
+            Downloader(cache_dir=tmp_path / "hub", endpoint=endpoint).download(spec("m.gguf", payload))
+    assert "Could not reach 127.0.0.1" in err.value.what and "internet connection" in err.value.todo
+
+
+def test_no_keyring_backend_gives_a_clear_error():
     import keyring
     from keyring.backends import fail
 
@@ -234,3 +208,19 @@ def test_no_keyring_backend_gives_a_clear_error(monkeypatch):
     with pytest.raises(secrets.SecretStoreError) as err:
         secrets.set_secret("hf_x")
     assert "no secure secret store" in err.value.what and "GNOME Keyring" in err.value.todo
+
+
+class socket_closed:
+    """An endpoint on a port nothing listens on."""
+
+    def __enter__(self) -> str:
+        import socket
+
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        return None

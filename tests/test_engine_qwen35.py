@@ -68,7 +68,7 @@ def test_one_step_reasons_within_its_budget_then_answers_a_valid_action(engine):
 
 
 def test_second_step_encodes_one_screenshot_and_evaluates_only_what_changed(engine):
-    (p1, p2), history = _run(engine, 2)
+    (_, p2), history = _run(engine, 2)
     segs = build_prompt(engine.profile, "Open the settings", screenshot(2, SIZE, "Done."), history[:1])
     plan = engine._session.plan(segs)
     generation_1 = next(p for p, b in plan.boundaries.items() if b == Boundary(1, "generation"))

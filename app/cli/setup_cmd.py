@@ -18,16 +18,19 @@ from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import Paths, default_paths
 from app.domain.settings import load_settings
 from app.domain.units import human_bytes
-from app.setup.catalog import Catalog, ModelEntry, recommend
+from app.setup.catalog import Catalog, ModelEntry, recommend, recommend_model
 from app.setup.download import DownloadProgress, Paused
 from app.setup.flow import (
     catalog_for,
     check_pair,
+    download_folder,
+    download_pair,
     downloader_for,
     finish_setup,
     memory_fit,
     not_downloadable,
     unverified_files,
+    what_it_downloads,
 )
 from app.setup.gpu import CUDA_BUILD_NOTE, GPUReport, gpu_report, rebuild_command
 
@@ -90,16 +93,18 @@ def _gpu_lines(gpu: GPUReport) -> list[str]:
 def _overview(paths: Paths, catalog: Catalog, gpu: GPUReport) -> int:
     for line in _gpu_lines(gpu):
         print(line)
-    rec = recommend(catalog.default_entry, gpu.budget)
+    rec = recommend_model(catalog, gpu.budget)
     print(f"Recommended: {rec.describe()}")
+    entry = rec.entry
+    print(f"It downloads {what_it_downloads(entry, rec.quant)} into {download_folder()}.")
     s = load_settings(paths.settings_file).settings
     if s.setup_done and s.text_model:
         print(f"Set up: {s.text_model} + {s.mmproj}  (check it with `deskhand doctor`)")
     else:
         print("Not set up yet.")
-    entry = catalog.default_entry
     if entry.downloadable(rec.quant):
-        print(f"Next: deskhand setup --download {entry.name} --quant {rec.quant.name}")
+        flag = " --accept-unverified" if unverified_files(entry, rec.quant) else ""
+        print(f"Next: deskhand setup --download {entry.name} --quant {rec.quant.name}{flag}")
     else:
         print(f"{entry.title}: {entry.how_to_get}")
         print("Next: deskhand setup --use TEXT.gguf MMPROJ.gguf   (or see `deskhand setup --list`)")
@@ -118,7 +123,10 @@ def _list(catalog: Catalog) -> int:
         print(f"  source model: {e.source_model}")
         for label, f in [(q.name, q.file) for q in e.quantizations] + [("mmproj", e.mmproj)]:
             sha = f"sha256 {f.sha256[:12]}…" if f.sha256 else "UNVERIFIED (no published checksum)"
-            where = "downloadable" if f.urls else "no download address"
+            if f.repo is None:
+                where = f"made with `{e.convert_command}`" if e.convert_command else "no download address"
+            else:
+                where = f"{f.repo} @ {f.revision[:12] if f.pinned else f.revision + ' (not pinned)'}"
             print(f"  {label:7} {f.filename}: {_size(f.size, f.approx_size)}, {sha}, {where}")
         if not any(e.downloadable(q) for q in e.quantizations) and e.how_to_get:
             print(f"  how to get it: {e.how_to_get}")
@@ -177,11 +185,11 @@ def _download(paths: Paths, entry: ModelEntry, quant_name: str | None, accept: b
                             "Deskhand cannot check that the download is the right, undamaged file.",
                             "Run again with --accept-unverified to download and use it anyway.")
     print(f"{entry.title}, {quant.name}. Licence: {entry.license.name} <{entry.license.url}>")
-    downloader = downloader_for(paths, entry)
-    results = []
+    print(f"Downloading {what_it_downloads(entry, quant)} into {download_folder()}.")
+    bar = _Progress()
     try:
-        for f in entry.files(quant):
-            results.append(downloader.download(f, progress=_Progress(), accept_unverified=accept))
+        checked, results = download_pair(downloader_for(), entry, quant, accept_unverified=accept,
+                                         progress=lambda i, n, p: bar(p))
     except (KeyboardInterrupt, Paused):
         print(f"\nPaused; what was downloaded is kept. Run `deskhand setup --download {entry.name} --quant "
               f"{quant.name}{' --accept-unverified' if accept else ''}` again to resume.")
@@ -190,11 +198,16 @@ def _download(paths: Paths, entry: ModelEntry, quant_name: str | None, accept: b
         print("\nCancelled.")
         return 130
     for r in results:
-        state = "verified (SHA-256 matches)" if r.verified else f"UNVERIFIED, accepted (sha256 {r.sha256})"
-        print(f"{r.path}: {state}")
-    checked = check_pair(results[0].path, results[1].path)
+        if r.verified:
+            state = "verified (SHA-256 matches the catalog)"
+        elif r.hub_sha256:
+            state = f"matches the hub's SHA-256 {r.sha256}; not pinned by the catalog (accepted)"
+        else:
+            state = f"UNVERIFIED, accepted (sha256 {r.sha256})"
+        print(f"{r.path}: {state}; commit {r.commit}")
     for w in checked.warnings:
         print(f"warning: {w}", file=sys.stderr)
     finish_setup(paths, load_settings(paths.settings_file).settings, checked, gpu)
-    print(f"Set up {checked.summary}. Saved to {paths.settings_file}. Next: deskhand doctor")
+    print(f"Set up {checked.summary}. Saved to {paths.settings_file}.")
+    print("Next: start Deskhand and type a task (or check everything with `deskhand doctor`).")
     return 0

@@ -34,7 +34,7 @@ class Settings:
     # model
     text_model: str = ""
     mmproj: str = ""
-    profile: str = "holotron-12b"
+    profile: str = "auto"  # a model profile name; "auto": the one written for the text model's family
     gpu_layers: int = -1  # -1: every layer on the GPU
     context_size: int = 32768
     tile_budget: int = 12  # tiles per screenshot, 1..12 (plus the thumbnail)

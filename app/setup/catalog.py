@@ -1,7 +1,8 @@
 """The model catalog (`resources/models/catalog.json`, plus the user's `models.json`) and what fits in a GPU.
 
-Published values only: a file's `size` and `sha256` are what its publisher states, or None. `approx_size` is an
-estimate for memory planning and never used to verify anything.
+Published values only: a file's `size` and `sha256` are what its publisher states, or None; its `revision` is a
+pinned commit where one is known, else a branch. `approx_size` is an estimate for memory planning and never used to
+verify anything. Files live in Hugging Face repositories and are downloaded through huggingface_hub (download.py).
 """
 
 from __future__ import annotations
@@ -11,21 +12,34 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from app.domain.errors import DeskhandError
 from app.domain.resources import resource_path
 
 GiB = 1 << 30
 MiB = 1 << 20
-KV_BYTES_PER_TOKEN = 24 * 1024  # 6 attention layers × 2 × 8 KV heads × 128 × F16 (model-fidelity notes §3)
-RECURRENT_BYTES = 150 * MiB  # Mamba2 conv + SSM state of one sequence, F32
-COMPUTE_BYTES = 1 * GiB  # llama.cpp compute buffers (logits for 512 tokens, ViT-H activations)
+COMPUTE_BYTES = 1 * GiB  # llama.cpp compute buffers (logits for 512 tokens, vision encoder activations)
 DRIVER_BYTES = GiB // 2  # CUDA context, cuBLAS workspace
-N_LAYERS = 62  # Nemotron-H 12B: what `gpu_layers` counts
 CONTEXTS = (32768, 16384, 8192)
 _SHA = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+_RESOLVE = re.compile(r"https://huggingface\.co/([^/]+/[^/]+)/resolve/([^/]+)/(.+)")
+
+
+@dataclass(frozen=True)
+class MemoryShape:
+    """What a model needs beyond its weights: attention KV per token, recurrent state, and the layer count
+    `gpu_layers` counts (from the model's config; see the catalog entry's `memory`)."""
+
+    kv_bytes_per_token: int
+    recurrent_bytes: int
+    n_layers: int
+
+
+# Holotron-12B / Nemotron-Nano-12B-v2: 6 attention layers × 2 × 8 KV heads × 128 × F16; Mamba2 state 144 MiB
+# (model-fidelity notes §3); 62 layers.
+HOLOTRON_MEMORY = MemoryShape(24 * 1024, 150 * MiB, 62)
 
 
 class CatalogError(DeskhandError):
@@ -34,8 +48,9 @@ class CatalogError(DeskhandError):
 
 @dataclass(frozen=True)
 class CatalogFile:
-    filename: str
-    urls: tuple[str, ...]
+    filename: str  # its path in the repository
+    repo: str | None  # "owner/name" on the hub; None: no download address
+    revision: str  # a commit (pinned) or a branch such as "main" (what the branch holds when downloaded)
     size: int | None  # published size in bytes
     sha256: str | None  # published SHA-256 (lower-case hex); None: unverified
     approx_size: int | None = None  # estimate for planning
@@ -44,6 +59,18 @@ class CatalogFile:
     @property
     def verified(self) -> bool:
         return self.sha256 is not None
+
+    @property
+    def pinned(self) -> bool:
+        return re.fullmatch(r"[0-9a-f]{40}", self.revision) is not None
+
+    @property
+    def downloadable(self) -> bool:
+        return self.repo is not None
+
+    @property
+    def local_name(self) -> str:
+        return self.filename.rsplit("/", 1)[-1]
 
     @property
     def planning_size(self) -> int | None:
@@ -73,8 +100,10 @@ class ModelEntry:
     license: License
     quantizations: tuple[Quantization, ...]  # smallest first
     mmproj: CatalogFile
-    token_hosts: tuple[str, ...] = ()
     how_to_get: str = ""
+    memory: MemoryShape = HOLOTRON_MEMORY
+    convert_command: str = ""  # set when the files are made from the original checkpoint, not downloaded
+    recommend: bool = False  # a candidate when the setup recommends a model by GPU memory
 
     def quant(self, name: str | None = None) -> Quantization:
         if name is None:
@@ -86,7 +115,7 @@ class ModelEntry:
                             f"Choose one of {', '.join(q.name for q in self.quantizations)}.")
 
     def downloadable(self, quant: Quantization) -> bool:
-        return bool(quant.file.urls and self.mmproj.urls)
+        return quant.file.downloadable and self.mmproj.downloadable
 
     def files(self, quant: Quantization) -> tuple[CatalogFile, CatalogFile]:
         return quant.file, self.mmproj
@@ -128,32 +157,56 @@ def _opt_int(d: dict[str, Any], key: str, where: str) -> int | None:
     return value
 
 
-def _check_url(url: str, where: str) -> str:
-    parts = urlsplit(url)
-    local = parts.hostname in ("127.0.0.1", "localhost", "::1")
-    if not (parts.scheme == "https" or (parts.scheme == "http" and local)) or not parts.hostname:
-        raise CatalogError(f"The model catalog is malformed: {where} has a URL that is not https: {url}",
-                           "Only https downloads are allowed (plain http only on this computer).")
-    return url
+def _hub_address(d: dict[str, Any], filename: str, where: str) -> tuple[str | None, str, str]:
+    """(repo, revision, path) from "repo"/"revision", or from a huggingface.co resolve URL in "urls"."""
+    repo, revision = d.get("repo"), str(d.get("revision") or "main")
+    urls = d.get("urls") or []
+    if repo is None and urls:
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise CatalogError(f"The model catalog is malformed: {where} “urls” must be a list of strings.",
+                               "Fix the catalog file.")
+        m = _RESOLVE.fullmatch(urls[0])
+        if m is None:
+            raise CatalogError(f"The model catalog is malformed: {where} has a URL Deskhand cannot download from: "
+                               f"{urls[0]}", "Deskhand downloads from Hugging Face repositories: give “repo”, "
+                               "“revision” and the file name (or a huggingface.co …/resolve/REVISION/FILE URL).")
+        repo, revision, filename = m.group(1), m.group(2), m.group(3)
+    if repo is not None and not (isinstance(repo, str) and _REPO.fullmatch(repo)):
+        raise CatalogError(f"The model catalog is malformed: {where} “repo” must be “owner/name”.",
+                           "Fix the catalog file.")
+    return repo, revision, filename
 
 
 def _file(d: Any, where: str) -> CatalogFile:
     if not isinstance(d, dict):
         raise CatalogError(f"The model catalog is malformed: {where} is not an object.", "Fix the catalog file.")
     filename = _req(d, "filename", str, where)
-    if "/" in filename or "\\" in filename or filename.startswith(".") or not filename.endswith(".gguf"):
-        raise CatalogError(f"The model catalog is malformed: {where} file name “{filename}” must be a plain "
-                           "*.gguf name.", "Fix the catalog file.")
-    urls = d.get("urls", [])
-    if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-        raise CatalogError(f"The model catalog is malformed: {where} “urls” must be a list of strings.",
-                           "Fix the catalog file.")
+    repo, revision, filename = _hub_address(d, filename, where)
+    parts = filename.split("/")
+    if "\\" in filename or any(p in ("", ".", "..") or p.startswith(".") for p in parts) \
+            or not filename.endswith(".gguf"):
+        raise CatalogError(f"The model catalog is malformed: {where} file name “{filename}” must be a *.gguf "
+                           "path inside the repository.", "Fix the catalog file.")
     sha = d.get("sha256")
     if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
         raise CatalogError(f"The model catalog is malformed: {where} “sha256” must be 64 lower-case hex digits "
                            "or null.", "Fix the catalog file.")
-    return CatalogFile(filename, tuple(_check_url(u, where) for u in urls), _opt_int(d, "size", where), sha,
-                       _opt_int(d, "approx_size", where), str(d.get("provenance", "")))
+    return CatalogFile(filename, repo, revision, _opt_int(d, "size", where), sha, _opt_int(d, "approx_size", where),
+                       str(d.get("provenance", "")))
+
+
+def _memory(d: Any, where: str) -> MemoryShape:
+    if d is None:
+        return HOLOTRON_MEMORY
+    if not isinstance(d, dict):
+        raise CatalogError(f"The model catalog is malformed: {where} “memory” is not an object.",
+                           "Fix the catalog file.")
+    values = [_opt_int(d, k, f"{where} memory") for k in ("kv_bytes_per_token", "recurrent_bytes", "n_layers")]
+    if any(v is None for v in values):
+        raise CatalogError(f"The model catalog is malformed: {where} “memory” needs kv_bytes_per_token, "
+                           "recurrent_bytes and n_layers.", "Fix the catalog file.")
+    kv, rec, layers = (int(v or 0) for v in values)
+    return MemoryShape(kv, rec, layers)
 
 
 def _entry(d: Any) -> ModelEntry:
@@ -176,15 +229,14 @@ def _entry(d: Any) -> ModelEntry:
         qname = _req(q, "name", str, where)
         qs.append(Quantization(qname, _file(q.get("file"), f"{where} {qname}")))
     qs.sort(key=lambda q: q.file.planning_size or 0)
-    hosts = d.get("token_hosts", [])
     return ModelEntry(
         name=name, title=_req(d, "title", str, where), description=str(d.get("description", "")),
         profile=str(d.get("profile", "holotron-12b")), source_model=str(d.get("source_model", "")),
         license=License(_req(lic, "name", str, where + " license"), _req(lic, "url", str, where + " license"),
                         str(lic.get("source", ""))),
         quantizations=tuple(qs), mmproj=_file(d.get("mmproj"), f"{where} mmproj"),
-        token_hosts=tuple(h for h in hosts if isinstance(h, str)) if isinstance(hosts, list) else (),
-        how_to_get=str(d.get("how_to_get", "")))
+        how_to_get=str(d.get("how_to_get", "")), memory=_memory(d.get("memory"), where),
+        convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -221,9 +273,9 @@ def load_catalog(user_file: Path | None = None, builtin: Path | None = None) -> 
 
 
 # ---------------------------------------------------------------------------------------------------- planning
-def needed_bytes(text_bytes: int, mmproj_bytes: int, context: int) -> int:
+def needed_bytes(text_bytes: int, mmproj_bytes: int, context: int, shape: MemoryShape = HOLOTRON_MEMORY) -> int:
     """GPU memory to hold everything on the GPU at `context` tokens."""
-    return (text_bytes + mmproj_bytes + context * KV_BYTES_PER_TOKEN + RECURRENT_BYTES + COMPUTE_BYTES
+    return (text_bytes + mmproj_bytes + context * shape.kv_bytes_per_token + shape.recurrent_bytes + COMPUTE_BYTES
             + DRIVER_BYTES)
 
 
@@ -234,6 +286,7 @@ class Fit:
     fits: bool  # everything on the GPU
     needed: int  # bytes for everything on the GPU at this context
     budget: int | None  # free GPU memory considered (None: no GPU)
+    n_layers: int = HOLOTRON_MEMORY.n_layers
 
     def describe(self) -> str:
         need = f"{self.needed / GiB:.1f} GiB"
@@ -246,22 +299,23 @@ class Fit:
             return (f"Does not fit on the GPU (≈ {need} needed, {self.budget / GiB:.1f} GiB free): "
                     "it runs on the CPU (expect minutes per step).")
         return (f"Does not fit entirely (≈ {need} needed, {self.budget / GiB:.1f} GiB free): {self.gpu_layers} of "
-                f"{N_LAYERS} layers on the GPU, a {self.context_size:,}-token context; slower.")
+                f"{self.n_layers} layers on the GPU, a {self.context_size:,}-token context; slower.")
 
 
-def plan(text_bytes: int, mmproj_bytes: int, budget: int | None) -> Fit:
+def plan(text_bytes: int, mmproj_bytes: int, budget: int | None, shape: MemoryShape = HOLOTRON_MEMORY) -> Fit:
     """The largest context (of 32k/16k/8k) that fits entirely; else 8k with as many layers as fit."""
+    n = shape.n_layers
     if budget is None:
-        return Fit(8192, 0, False, needed_bytes(text_bytes, mmproj_bytes, 8192), None)
+        return Fit(8192, 0, False, needed_bytes(text_bytes, mmproj_bytes, 8192, shape), None, n)
     for ctx in CONTEXTS:
-        need = needed_bytes(text_bytes, mmproj_bytes, ctx)
+        need = needed_bytes(text_bytes, mmproj_bytes, ctx, shape)
         if need <= budget:
-            return Fit(ctx, -1, True, need, budget)
+            return Fit(ctx, -1, True, need, budget, n)
     ctx = CONTEXTS[-1]
-    need = needed_bytes(text_bytes, mmproj_bytes, ctx)
+    need = needed_bytes(text_bytes, mmproj_bytes, ctx, shape)
     room = budget - (need - text_bytes)
-    layers = max(0, min(N_LAYERS - 1, int(N_LAYERS * room / text_bytes))) if text_bytes else 0
-    return Fit(ctx, layers, False, need, budget)
+    layers = max(0, min(n - 1, int(n * room / text_bytes))) if text_bytes else 0
+    return Fit(ctx, layers, False, need, budget, n)
 
 
 @dataclass(frozen=True)
@@ -283,10 +337,48 @@ def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
     sized = [q for q in entry.quantizations if q.file.planning_size is not None]
     if mm is None or not sized:
         return Recommendation(entry, entry.quantizations[0], None)
-    fits = [(q, plan(q.file.planning_size or 0, mm, budget)) for q in sized]  # smallest first
+    fits = [(q, plan(q.file.planning_size or 0, mm, budget, entry.memory)) for q in sized]  # smallest first
     whole = [(q, f) for q, f in fits if f.fits]
     if whole:
         q, f = max(whole, key=lambda qf: (qf[1].context_size, qf[0].file.planning_size or 0))
     else:
         q, f = fits[0]
     return Recommendation(entry, q, f)
+
+
+def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384) -> Recommendation:
+    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU): of the downloadable
+    candidates, the largest file that fits entirely with at least `min_context` tokens; else the smallest one (on a
+    CPU or a small GPU the smallest model is the one that answers in reasonable time)."""
+    options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations
+               if e.downloadable(q) and q.file.planning_size and e.mmproj.planning_size]
+    if not options:
+        return recommend(catalog.default_entry, budget)
+    fitting = []
+    for e, q in options:
+        fit = plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory)
+        if fit.fits and fit.context_size >= min_context:
+            fitting.append((e, q, fit))
+    if fitting:
+        e, q, fit = max(fitting, key=lambda x: x[1].file.planning_size or 0)
+        return Recommendation(e, q, fit)
+    e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
+    return Recommendation(e, q, plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory))
+
+
+def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
+    """The memory shape of a text model from its GGUF header (files chosen by hand have no catalog entry)."""
+    arch = str(meta.get("general.architecture", ""))
+
+    def get(key: str, default: int = 0) -> int:
+        v = meta.get(f"{arch}.{key}", default)
+        return int(max(v) if isinstance(v, list) and v else v or default)
+
+    n = get("block_count")
+    if arch not in ("qwen35", "qwen35moe") or not n:
+        return HOLOTRON_MEMORY
+    full = n // max(get("full_attention_interval", 4), 1)
+    kv = full * 2 * get("attention.head_count_kv") * get("attention.key_length", 256) * 2
+    state, groups, inner = get("ssm.state_size"), get("ssm.group_count"), get("ssm.inner_size")
+    conv = (get("ssm.conv_kernel", 4) - 1) * (2 * state * groups + inner)
+    return MemoryShape(kv, (n - full) * (conv + state * inner) * 4, n)

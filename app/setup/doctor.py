@@ -23,7 +23,8 @@ PACKAGES = (("PySide6", ("PySide6-Essentials", "PySide6")), ("llama-cpp-python",
             ("mss", ("mss",)), ("pynput", ("pynput",)), ("Pillow", ("pillow", "Pillow")),
             ("keyring", ("keyring",)), ("platformdirs", ("platformdirs",)), ("numpy", ("numpy",)),
             ("Jinja2", ("jinja2", "Jinja2")))
-SETUP_TODO = "Run `deskhand setup` (or start Deskhand) to download Holotron-12B or choose your GGUF files."
+SETUP_TODO = ("Run `deskhand setup` (or start Deskhand) to download the recommended Holo3.1 model, or choose GGUF "
+              "files you already have.")
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def check_gpu_and_llama(r: GPUReport) -> list[Check]:
     best = r.best
     if best is None:
         out.append(Check("GPU", WARN, f"No NVIDIA GPU: {r.detail}. The model would run on the CPU (minutes per "
-                         "step).", "Use a computer with an NVIDIA GPU (about 12 GB of VRAM for Holotron-12B "
-                         "Q4_K_M), with its driver installed (`nvidia-smi` must work).", required=False))
+                         "step).", "Use a computer with an NVIDIA GPU (6–8 GB of VRAM for Holo3.1-4B Q4_K_M, 24 GB for "
+                         "the 35B-A3B), with its driver installed (`nvidia-smi` must work).", required=False))
     else:
         others = f" (+{len(r.gpus) - 1} more)" if len(r.gpus) > 1 else ""
         out.append(Check("GPU", OK, f"{best.describe()}{others}", required=False))
@@ -223,7 +224,7 @@ def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
     from app.domain.errors import ModelFileError
     from app.domain.settings import load_settings
     from app.engine.model_files import check_model_files
-    from app.setup.catalog import plan
+    from app.setup.catalog import memory_shape_of, plan
 
     loaded = load_settings(paths.settings_file)
     out = []
@@ -235,7 +236,9 @@ def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
         out.append(Check("Model files", FAIL, "No model is set up yet.", SETUP_TODO))
         return out
     try:
-        files = check_model_files(s.text_model, s.mmproj)
+        from app.engine.family import resolve_profile
+
+        files = check_model_files(s.text_model, s.mmproj, resolve_profile(s.profile, s.text_model))
     except ModelFileError as exc:
         out.append(Check("Model files", FAIL, exc.what, exc.todo or SETUP_TODO))
         return out
@@ -244,7 +247,7 @@ def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
     else:
         out.append(Check("Model files", OK, f"{files.summary()} ({files.text.path}, {files.mmproj.path})"))
     if gpu is not None and gpu.budget is not None:
-        fit = plan(files.text.file_size, files.mmproj.file_size, gpu.budget)
+        fit = plan(files.text.file_size, files.mmproj.file_size, gpu.budget, memory_shape_of(files.text.metadata))
         layers = "all layers" if s.gpu_layers < 0 else f"{s.gpu_layers} layers"
         need = f"settings: {s.context_size:,}-token context, {layers} on the GPU"
         ok = fit.fits and fit.context_size >= s.context_size

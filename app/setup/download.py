@@ -1,317 +1,277 @@
-"""Resumable, verified model downloads (urllib): `NAME.part` + `NAME.part.json`, HTTP Range/If-Range, SHA-256.
+"""Model downloads from Hugging Face through `huggingface_hub`, resumable, verified, into the standard hub cache.
 
-Only a verified file (or one the user explicitly accepted as unverified) is ever renamed to its final name, so a
-half-downloaded or damaged file can never be picked up as a model. The access token is sent only to the hosts the
-catalog names, never to another host through a redirect (a CDN gets a signed URL), and never logged or written.
-Errors, progress and the HTTP details live in `transfer.py`.
+The library resolves the revision to a commit, reads the file's metadata (size, and for Git LFS files the SHA-256
+the hub publishes as its object id), streams it with its retries and Range resume, and lays out the cache (blobs,
+snapshots) so files other tools downloaded are found. On top of it Deskhand keeps: a partial file that survives a
+pause, a crash or a restart (`blobs/<sha256>.incomplete`, resumed next time), pause/cancel, progress with speed
+and time left, a disk-space check, and verification against the catalog's SHA-256 and the hub's. Only a complete,
+verified file becomes a blob, so a half-downloaded or damaged file is never picked up as a model. The access token
+goes to the hub only (never to the CDN a file redirects to), and never to logs or files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
-import json
 import logging
 import os
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from app import __version__
-from app.domain.errors import Cancelled, DeskhandError
+from app.domain.errors import Cancelled
 from app.domain.units import human_bytes
 from app.setup.catalog import CatalogFile, MiB
+from app.setup.hub import COMMIT, SHA256, hub_cache, hub_endpoint, hub_error, same_host, storage_folder
 from app.setup.transfer import (
-    CHUNK,
     ChecksumMismatch,
     DownloadControl,
     DownloadError,
     DownloadProgress,
     DownloadResult,
+    HashingWriter,
     Interrupted,
     NotEnoughSpace,
     Paused,
     ProgressFn,
     Rate,
-    SameHostAuthRedirect,
-    content_range,
     hasher_of,
-    http_error,
-    interrupted,
-    validator_of,
 )
 
 __all__ = ["ChecksumMismatch", "DownloadControl", "DownloadError", "DownloadProgress", "DownloadResult",
            "Downloader", "Interrupted", "NotEnoughSpace", "Paused", "ProgressFn"]
 log = logging.getLogger("deskhand.download")
 MARGIN = 512 * MiB  # free space kept beyond the file itself
-_NET_ERRORS = (OSError, http.client.HTTPException)
+CHUNK = 256 * 1024
+
+
+class _Bar:
+    """What huggingface_hub's `http_get` reports progress to (its `tqdm_class`): Deskhand's progress, with pause
+    and cancel checked between chunks."""
+
+    def __init__(self, emit: ProgressFn, control: DownloadControl, filename: str, total: int | None,
+                 initial: int) -> None:
+        self.emit, self.control, self.filename, self.total = emit, control, filename, total
+        self.n, self.rate, self.last = initial, Rate(), 0.0
+
+    def __call__(self, **kw: Any) -> _Bar:  # huggingface_hub instantiates the class it is given
+        self.n = int(kw.get("initial", self.n))  # 0 when the server ignored the Range request
+        return self
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        self.control.check()
+        self.n += n
+        now = time.monotonic()
+        speed = self.rate.add(now, self.n)
+        if now - self.last >= 0.2:
+            self.last = now
+            eta = (self.total - self.n) / speed if self.total and speed > 0 else None
+            self.emit(DownloadProgress(self.filename, "downloading", self.n, self.total, speed, eta))
+
+    def close(self) -> None:
+        return None
 
 
 class Downloader:
-    def __init__(self, dest_dir: Path, *, token: str | None = None, token_hosts: tuple[str, ...] = (),
-                 margin: int = MARGIN, retries: int = 3, timeout: float = 30.0, chunk: int = CHUNK,
-                 free_space: Callable[[Path], int] | None = None) -> None:
-        self.dest_dir = Path(dest_dir)
+    def __init__(self, *, cache_dir: Path | None = None, token: str | None = None, endpoint: str | None = None,
+                 margin: int = MARGIN, free_space: Callable[[Path], int] | None = None) -> None:
+        self.cache = Path(cache_dir) if cache_dir else hub_cache()
+        self.endpoint = endpoint or hub_endpoint()
         self._token = token
-        self.token_hosts = tuple(h.lower() for h in token_hosts)
-        self.margin, self.retries, self.timeout, self.chunk = margin, retries, timeout, chunk
+        self.margin = margin
         self._free = free_space or (lambda p: shutil.disk_usage(p).free)
-        self._opener = urllib.request.build_opener(SameHostAuthRedirect())
+        self._commits: dict[tuple[str, str], str] = {}
+        self._parts: dict[tuple[str, str], Path] = {}
 
     def __repr__(self) -> str:  # never show the token
-        return f"Downloader({str(self.dest_dir)!r}, token={'set' if self._token else 'none'})"
+        return f"Downloader({str(self.cache)!r}, {self.endpoint!r}, token={'set' if self._token else 'none'})"
+
+    @property
+    def token(self) -> str | bool:
+        # False: no token at all (not the one another tool saved), so a gated file says it needs ours
+        return self._token or False
 
     # ------------------------------------------------------------------ public
+    def resolve(self, spec: CatalogFile) -> str:
+        """The commit the spec's revision names now (a pinned commit is its own answer)."""
+        from huggingface_hub import HfApi
+
+        assert spec.repo is not None
+        if COMMIT.fullmatch(spec.revision):
+            return spec.revision
+        key = (spec.repo, spec.revision)
+        if key not in self._commits:
+            try:
+                info = HfApi(endpoint=self.endpoint).model_info(spec.repo, revision=spec.revision, token=self.token)
+            except Exception as exc:  # huggingface_hub and httpx raise their own types
+                raise hub_error(exc, spec.filename, spec.repo, bool(self._token), endpoint=self.endpoint) from None
+            self._commits[key] = str(info.sha)
+        return self._commits[key]
+
     def download(self, spec: CatalogFile, *, progress: ProgressFn | None = None,
                  control: DownloadControl | None = None, accept_unverified: bool = False,
                  keep_on_cancel: bool = False) -> DownloadResult:
         if spec.sha256 is None and not accept_unverified:
             raise DownloadError(
-                f"{spec.filename} has no published SHA-256 checksum, so Deskhand cannot check that it is the "
-                "right, undamaged file.",
+                f"{spec.filename} has no SHA-256 checksum in the catalog, so Deskhand cannot check that it is the "
+                "file the catalog means (only that it arrived as the hub publishes it).",
                 "Accept unverified files explicitly to download it anyway (--accept-unverified, or the checkbox "
                 "in the setup).")
-        if not spec.urls:
+        if spec.repo is None:
             raise DownloadError(f"No download address is known for {spec.filename}.",
-                                "Choose files you already have, or add the file's URL in models.json.")
+                                "Choose files you already have, or add the file's repository in models.json.")
         control = control or DownloadControl()
         emit = progress or (lambda p: None)
-        self.dest_dir.mkdir(parents=True, exist_ok=True)
-        final = self.dest_dir / spec.filename
-        if final.exists():
-            done = self._existing(spec, final, emit, control)
+        emit(DownloadProgress(spec.filename, "connecting", 0, spec.size))
+        commit = self.resolve(spec)
+        meta = self._metadata(spec, commit)
+        hub_sha = meta.etag if meta.etag and SHA256.fullmatch(meta.etag) else None
+        expected = spec.sha256 or hub_sha
+        if spec.sha256 and hub_sha and spec.sha256 != hub_sha:
+            raise DownloadError(
+                f"The hub offers a different {spec.filename} (SHA-256 {hub_sha[:16]}…) than the catalog pins "
+                f"({spec.sha256[:16]}…).", "The repository has changed; update the catalog entry or report it.")
+        if spec.size is not None and meta.size is not None and spec.size != meta.size:
+            raise DownloadError(
+                f"The hub offers {meta.size:,} bytes for {spec.filename}, but the catalog says {spec.size:,}.",
+                "The repository has changed; update the catalog entry or report it.")
+        folder = storage_folder(self.cache, spec.repo)
+        blob = folder / "blobs" / str(meta.etag)
+        if blob.exists():
+            done = self._existing(spec, blob, expected, emit, control)
             if done is not None:
-                return done
-        job = _Job(self, spec, final, emit, control)
+                return self._finish(spec, commit, blob, done, hub_sha, 0, emit)
+        part = blob.with_name(blob.name + ".incomplete")
+        self._parts[(spec.repo, spec.filename)] = part
         try:
-            return job.run(accept_unverified)
+            digest, size, resumed = self._transfer(spec, meta, part, emit, control)
         except Cancelled as exc:
             if not isinstance(exc, Paused) and not keep_on_cancel:
-                job.discard()
+                part.unlink(missing_ok=True)
             raise
+        emit(DownloadProgress(spec.filename, "verifying", size, size))
+        if expected is not None and digest != expected:
+            part.unlink(missing_ok=True)
+            source = "the catalog's" if spec.sha256 else "the hub's"
+            raise ChecksumMismatch(
+                f"The downloaded {spec.filename} does not match {source} SHA-256 checksum (expected "
+                f"{expected[:16]}…, got {digest[:16]}…): the file is damaged or not the published one, and it was "
+                "deleted.", "Download it again. If this happens again, the file on the server has changed; report it.")
+        os.replace(part, blob)
+        return self._finish(spec, commit, blob, digest, hub_sha, resumed, emit)
 
     def discard_partial(self, spec: CatalogFile) -> None:
         """Delete what a paused download kept of `spec`."""
-        for suffix in (".part", ".part.json"):
-            with contextlib.suppress(FileNotFoundError):
-                (self.dest_dir / (spec.filename + suffix)).unlink()
-
-    def _existing(self, spec: CatalogFile, final: Path, emit: ProgressFn,
-                  control: DownloadControl) -> DownloadResult | None:
-        size = final.stat().st_size
-        if spec.size is not None and size != spec.size:
-            log.warning("%s has %d bytes, not the published %d: downloading it again", final, size, spec.size)
-            final.unlink()
-            return None
-        digest = hasher_of(final, None, lambda n: emit(DownloadProgress(spec.filename, "checking", n, size)),
-                            control).hexdigest()
-        if spec.sha256 is not None and digest != spec.sha256:
-            log.warning("%s does not match its published checksum: downloading it again", final)
-            final.unlink()
-            return None
-        emit(DownloadProgress(spec.filename, "done", size, size))
-        return DownloadResult(final, digest, spec.sha256 is not None, size)
-
-    def request(self, url: str, start: int, validator: str) -> Any:
-        headers = {"User-Agent": f"Deskhand/{__version__}", "Accept-Encoding": "identity"}
-        if start:
-            headers["Range"] = f"bytes={start}-"
-            if validator:
-                headers["If-Range"] = validator
-        req = urllib.request.Request(url, headers=headers)
-        if self._token and (urlsplit(url).hostname or "").lower() in self.token_hosts:
-            req.add_unredirected_header("Authorization", f"Bearer {self._token}")  # not forwarded on redirects
-        return self._opener.open(req, timeout=self.timeout)
+        part = self._parts.get((spec.repo or "", spec.filename))
+        if part is None and spec.repo is not None:
+            with contextlib.suppress(DownloadError):
+                meta = self._metadata(spec, self.resolve(spec))
+                part = storage_folder(self.cache, spec.repo) / "blobs" / f"{meta.etag}.incomplete"
+        if part is not None:
+            part.unlink(missing_ok=True)
 
     def check_space(self, filename: str, remaining: int) -> None:
-        free = self._free(self.dest_dir)
+        probe = self.cache
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        free = self._free(probe)
         if free < remaining + self.margin:
             raise NotEnoughSpace(
                 f"There is not enough free disk space for {filename}: it needs {human_bytes(remaining)} more "
-                f"(plus {human_bytes(self.margin)} to spare), and {self.dest_dir} has {human_bytes(free)} free.",
-                "Free some space on that disk, or move Deskhand's data folder (DESKHAND_HOME) to a larger disk, "
+                f"(plus {human_bytes(self.margin)} to spare), and {self.cache} has {human_bytes(free)} free.",
+                "Free some space on that disk, or point HF_HUB_CACHE (the Hugging Face cache) at a larger disk, "
                 "then try again.")
 
+    # ------------------------------------------------------------------ steps
+    def _metadata(self, spec: CatalogFile, commit: str) -> Any:
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
-class _Job:
-    """One file: the part, its sidecar, the running hash."""
-
-    def __init__(self, d: Downloader, spec: CatalogFile, final: Path, emit: ProgressFn,
-                 control: DownloadControl) -> None:
-        self.d, self.spec, self.final, self.emit, self.control = d, spec, final, emit, control
-        self.part = final.with_name(final.name + ".part")
-        self.meta = final.with_name(final.name + ".part.json")
-        self.hasher = hashlib.sha256()
-        self.have = 0
-        self.total: int | None = spec.size
-        self.url = spec.urls[0]
-        self.validator = ""
-        self.resumed_from = 0
-
-    def discard(self) -> None:
-        for p in (self.part, self.meta):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-
-    def _load_sidecar(self) -> None:
+        assert spec.repo is not None
+        url = hf_hub_url(spec.repo, spec.filename, revision=commit, endpoint=self.endpoint)
         try:
-            meta = json.loads(self.meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            meta = None
-        ok = (isinstance(meta, dict) and self.part.exists() and meta.get("url") in self.spec.urls
-              and meta.get("sha256") == self.spec.sha256
-              and (self.spec.size is None or meta.get("total") in (None, self.spec.size)))
-        if not ok:
-            self.discard()
-            return
-        assert isinstance(meta, dict)
-        self.url = str(meta["url"])
-        self.validator = str(meta.get("validator") or "")
-        self.total = meta.get("total") if isinstance(meta.get("total"), int) else self.total
-        self.have = self.part.stat().st_size
-        if self.total is not None and self.have > self.total:
-            self.discard()
-            self.have = 0
+            meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint, retry_on_errors=True)
+        except Exception as exc:
+            raise hub_error(exc, spec.filename, spec.repo, bool(self._token), endpoint=self.endpoint) from None
+        if not meta.etag or not meta.commit_hash:
+            raise DownloadError(f"{self.endpoint} does not answer like a Hugging Face hub for {spec.filename}.",
+                                "Check HF_ENDPOINT, a proxy or a firewall in between.")
+        return meta
 
-    def _save_sidecar(self) -> None:
-        self.meta.write_text(json.dumps({"url": self.url, "validator": self.validator, "total": self.total,
-                                         "sha256": self.spec.sha256}), encoding="utf-8")
+    def _existing(self, spec: CatalogFile, blob: Path, expected: str | None, emit: ProgressFn,
+                  control: DownloadControl) -> str | None:
+        """The digest of a file already in the cache, or None when it is damaged (it is deleted)."""
+        size = blob.stat().st_size
+        digest = str(hasher_of(blob, None, lambda n: emit(DownloadProgress(spec.filename, "checking", n, size)),
+                               control).hexdigest())
+        if expected is not None and digest != expected:
+            log.warning("%s in the hub cache does not match its checksum: downloading it again", blob)
+            blob.unlink()
+            return None
+        return digest
 
-    def _restart(self) -> None:
-        self.have = 0
-        self.hasher = hashlib.sha256()
-        self.part.write_bytes(b"")
+    def _transfer(self, spec: CatalogFile, meta: Any, part: Path, emit: ProgressFn,
+                  control: DownloadControl) -> tuple[str, int, int]:
+        """Fetch the rest of `part`; (sha256, size, bytes it resumed from)."""
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-    def run(self, accept_unverified: bool) -> DownloadResult:
-        self._load_sidecar()
-        if self.total is not None:
-            self.d.check_space(self.spec.filename, self.total - self.have)
-        if self.have:
-            name = self.spec.filename
-            self.hasher = hasher_of(self.part, self.have, lambda n: self.emit(
-                DownloadProgress(name, "checking", n, self.total)), self.control)
-            self.resumed_from = self.have
-        attempt = 0
-        while self.total is None or self.have < self.total:
+        assert spec.repo is not None
+        part.parent.mkdir(parents=True, exist_ok=True)
+        have = part.stat().st_size if part.exists() else 0
+        total: int | None = meta.size
+        if total is not None and have > total:
+            part.unlink()
+            have = 0
+        hasher = hasher_of(part, have, lambda n: emit(DownloadProgress(spec.filename, "checking", n, total)),
+                           control) if have else hashlib.sha256()
+        if total is not None:
+            self.check_space(spec.filename, total - have)
+        headers = build_hf_headers(token=self.token)
+        if not same_host(self.endpoint, meta.location):
+            headers.pop("authorization", None)  # a signed CDN address: the token stays with the hub
+        from huggingface_hub import constants
+
+        # Pause and cancel are checked between the chunks http_get reads: keep them small (the default is 10 MB,
+        # seconds on a slow line).
+        constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
+        bar = _Bar(emit, control, spec.filename, total, have)
+        with part.open("ab") as f:
+            writer = HashingWriter(f, part, hasher, have)
             try:
-                if self._transfer():
-                    break
-            except Interrupted as exc:
-                if attempt >= self.d.retries:
-                    raise
-                attempt += 1
-                log.warning("download of %s interrupted (%s); resuming (%d/%d)", self.spec.filename, exc.what,
-                            attempt, self.d.retries)
-                self.control.wait(min(2.0 ** (attempt - 1), 10.0))
-        return self._finish(accept_unverified)
-
-    def _open(self) -> Any:
-        urls = [self.url] + [u for u in self.spec.urls if u != self.url]
-        last: DeskhandError | None = None
-        for url in urls:
-            self.control.check()
-            self.emit(DownloadProgress(self.spec.filename, "connecting", self.have, self.total))
-            try:
-                resp = self.d.request(url, self.have, self.validator)
-            except urllib.error.HTTPError as exc:
-                with exc:
-                    if exc.code == 416 and self.have:
-                        self._restart()
-                        return self._open()
-                    last = http_error(self.spec.filename, url, exc.code, bool(self.d._token))
-                    if exc.code in (401, 403):
-                        raise last from None
-                    continue
-            except _NET_ERRORS as exc:
-                last = interrupted(self.spec.filename, self.have, exc)
-                continue
-            self.url = url
-            return resp
-        assert last is not None
-        raise last
-
-    def _transfer(self) -> bool:
-        """Fetch the rest of the file; True when complete."""
-        with self._open() as resp:
-            status = int(resp.status)
-            length = resp.headers.get("Content-Length")
-            if status == 206:
-                start, total = content_range(resp.headers.get("Content-Range", ""))
-                if start != self.have:
-                    self._restart()
-                    return False
-                total = total if total is not None else self.total
-            else:
-                if self.have:
-                    log.warning("%s: the server sent the whole file again; starting over", self.spec.filename)
-                    self._restart()
-                total = int(length) if length and length.isdigit() else None
-            if total is not None and self.spec.size is not None and total != self.spec.size:
-                raise DownloadError(
-                    f"The server offers {total:,} bytes for {self.spec.filename}, but its published size is "
-                    f"{self.spec.size:,} bytes: it is not the expected file.",
-                    "The file on the server has changed; update the catalog entry or report it.")
-            if total is not None and self.total is None:
-                self.d.check_space(self.spec.filename, total - self.have)
-            self.total = total if total is not None else self.total
-            self.validator = validator_of(resp.headers) or self.validator
-            self._save_sidecar()
-            self._stream(resp)
-        if self.total is not None and self.have < self.total:
-            raise interrupted(self.spec.filename, self.have, EOFError("the connection closed early"))
-        return True
-
-    def _stream(self, resp: Any) -> None:
-        rate = Rate()
-        last_emit = 0.0
-        with self.part.open("ab") as out:
-            try:
-                while True:
-                    self.control.check()
-                    try:
-                        block = resp.read1(self.d.chunk)  # what has arrived, up to a chunk
-                    except _NET_ERRORS as exc:
-                        raise interrupted(self.spec.filename, self.have, exc) from None
-                    if not block:
-                        break
-                    out.write(block)
-                    self.hasher.update(block)
-                    self.have += len(block)
-                    now = time.monotonic()
-                    speed = rate.add(now, self.have)
-                    if now - last_emit >= 0.2:
-                        last_emit = now
-                        eta = (self.total - self.have) / speed if self.total and speed > 0 else None
-                        self.emit(DownloadProgress(self.spec.filename, "downloading", self.have, self.total,
-                                                   speed, eta))
+                http_get(meta.location, writer, resume_size=have, headers=headers,  # type: ignore[arg-type]
+                         expected_size=total, tqdm_class=bar)  # type: ignore[arg-type]
+            except Cancelled:
+                raise
+            except Exception as exc:  # network errors after the library's own retries
+                raise hub_error(exc, spec.filename, spec.repo, bool(self._token), writer.have, self.endpoint) from None
             finally:
-                out.flush()
-                os.fsync(out.fileno())
+                f.flush()
+                os.fsync(f.fileno())
+        return str(writer.hasher.hexdigest()), writer.have, have
 
-    def _finish(self, accept_unverified: bool) -> DownloadResult:
-        self.emit(DownloadProgress(self.spec.filename, "verifying", self.have, self.total))
-        digest = self.hasher.hexdigest()
-        if self.spec.sha256 is not None and digest != self.spec.sha256:
-            self.discard()
-            raise ChecksumMismatch(
-                f"The downloaded {self.spec.filename} does not match its published SHA-256 checksum "
-                f"(expected {self.spec.sha256[:16]}…, got {digest[:16]}…): the file is damaged or not the "
-                "published one, and it was deleted.",
-                "Download it again. If this happens again, the file on the server has changed; report it.")
-        if self.spec.sha256 is None and not accept_unverified:  # download() refuses this earlier
-            raise DownloadError(f"{self.spec.filename} is unverified.", "Accept unverified files to use it.")
-        os.replace(self.part, self.final)
-        with contextlib.suppress(FileNotFoundError):
-            self.meta.unlink()
-        self.emit(DownloadProgress(self.spec.filename, "done", self.have, self.have))
-        log.info("downloaded %s (%d bytes, sha256 %s, %s)", self.final, self.have, digest,
-                 "verified" if self.spec.sha256 else "UNVERIFIED, accepted by the user")
-        return DownloadResult(self.final, digest, self.spec.sha256 is not None, self.have, self.resumed_from)
+    def _finish(self, spec: CatalogFile, commit: str, blob: Path, digest: str, hub_sha: str | None,
+                resumed: int, emit: ProgressFn) -> DownloadResult:
+        """Let huggingface_hub link the blob into the snapshot of `commit` (no transfer: the blob is there)."""
+        from huggingface_hub import hf_hub_download
 
+        assert spec.repo is not None
+        try:
+            path = hf_hub_download(spec.repo, spec.filename, revision=commit, cache_dir=self.cache,
+                                   endpoint=self.endpoint, token=self.token)
+        except Exception as exc:
+            raise hub_error(exc, spec.filename, spec.repo, bool(self._token), endpoint=self.endpoint) from None
+        size = blob.stat().st_size
+        emit(DownloadProgress(spec.filename, "done", size, size))
+        verified = spec.sha256 is not None
+        log.info("%s: %s (%d bytes, sha256 %s, commit %s, %s)", spec.repo, spec.filename, size, digest, commit,
+                 "verified" if verified else ("matches the hub's checksum; not pinned by the catalog" if hub_sha
+                                              else "UNVERIFIED, accepted by the user"))
+        return DownloadResult(Path(str(path)), digest, verified, size, resumed, commit, hub_sha == digest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,20 @@ from typing import Any
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.settings import Settings, save_settings
-from app.setup.catalog import Catalog, CatalogFile, Fit, ModelEntry, Quantization, load_catalog, plan
-from app.setup.download import Downloader
+from app.setup.catalog import (
+    Catalog,
+    CatalogFile,
+    Fit,
+    MemoryShape,
+    ModelEntry,
+    Quantization,
+    load_catalog,
+    memory_shape_of,
+    plan,
+)
+from app.setup.download import DownloadControl, Downloader, DownloadProgress, DownloadResult
 from app.setup.gpu import GPUReport
+from app.setup.hub import hub_cache
 
 
 def user_catalog_file(paths: Paths) -> Path:
@@ -22,19 +34,20 @@ def catalog_for(paths: Paths) -> Catalog:
     return load_catalog(user_catalog_file(paths))
 
 
-def model_dir(paths: Paths, entry: ModelEntry) -> Path:
-    return paths.models / entry.name
+def download_folder() -> Path:
+    """Where downloads go: the standard Hugging Face cache, shared with other tools."""
+    return hub_cache()
 
 
-def downloader_for(paths: Paths, entry: ModelEntry, **kw: Any) -> Downloader:
-    """A downloader into this entry's folder, with the keyring's access token for the entry's hosts."""
+def downloader_for(**kw: Any) -> Downloader:
+    """A hub downloader with the keyring's access token (if one is stored)."""
     from app.setup.secrets import SecretStoreError, get_secret
 
     try:
-        token = get_secret() if entry.token_hosts else None
+        token = get_secret()
     except SecretStoreError:
         token = None  # a gated file then says it needs a token
-    return Downloader(model_dir(paths, entry), token=token, token_hosts=entry.token_hosts, **kw)
+    return Downloader(token=token, **kw)
 
 
 def unverified_files(entry: ModelEntry, quant: Quantization) -> list[CatalogFile]:
@@ -56,26 +69,31 @@ class Checked:
     warnings: tuple[str, ...]
     text_bytes: int
     mmproj_bytes: int
+    memory: MemoryShape
+    profile: str
 
 
 def check_pair(text: str | Path, mmproj: str | Path) -> Checked:
-    """The engine's checks (raises ModelFileError with the exact problem)."""
+    """The engine's checks (raises ModelFileError with the exact problem). Paths stay as given: a file in the hub
+    cache is a snapshot link whose name matters, not the blob it points to."""
     from app.engine.model_files import check_model_files
 
     files = check_model_files(text, mmproj)
-    return Checked(files.text.path.resolve(), files.mmproj.path.resolve(), files.summary(), files.warnings,
-                   files.text.file_size, files.mmproj.file_size)
+    return Checked(files.text.path.absolute(), files.mmproj.path.absolute(), files.summary(), files.warnings,
+                   files.text.file_size, files.mmproj.file_size, memory_shape_of(files.text.metadata), files.profile)
 
 
 def memory_fit(checked: Checked, gpu: GPUReport | None) -> Fit | None:
     if gpu is None or gpu.budget is None:
         return None
-    return plan(checked.text_bytes, checked.mmproj_bytes, gpu.budget)
+    return plan(checked.text_bytes, checked.mmproj_bytes, gpu.budget, checked.memory)
 
 
 def finish_setup(paths: Paths, settings: Settings, checked: Checked, gpu: GPUReport | None = None) -> Settings:
-    """Save the model pair with setup_done=True (and a context / GPU layers that fit the GPU); the saved Settings."""
-    changes: dict[str, object] = {"text_model": str(checked.text), "mmproj": str(checked.mmproj), "setup_done": True}
+    """Save the model pair with setup_done=True, the profile that follows the files ("auto"), and a context / GPU
+    layers that fit the GPU; the saved Settings."""
+    changes: dict[str, object] = {"text_model": str(checked.text), "mmproj": str(checked.mmproj), "setup_done": True,
+                                  "profile": "auto"}
     fit = memory_fit(checked, gpu)
     if fit is not None:
         changes["context_size"] = min(settings.context_size, fit.context_size) if fit.fits else fit.context_size
@@ -85,6 +103,60 @@ def finish_setup(paths: Paths, settings: Settings, checked: Checked, gpu: GPURep
     return new
 
 
+def download_pair(downloader: Downloader, entry: ModelEntry, quant: Quantization, *, accept_unverified: bool,
+                  control: DownloadControl | None = None,
+                  progress: Callable[[int, int, DownloadProgress], None] | None = None,
+                  ) -> tuple[Checked, list[DownloadResult]]:
+    """Text model and mmproj, each resumed, verified and in the hub cache; then the engine's checks."""
+    files = entry.files(quant)
+    results = []
+    for i, f in enumerate(files):
+        def report(p: DownloadProgress, i: int = i) -> None:
+            if progress is not None:
+                progress(i, len(files), p)
+
+        results.append(downloader.download(f, control=control, accept_unverified=accept_unverified,
+                                           progress=report))
+    return check_pair(results[0].path, results[1].path), results
+
+
+def load_check(checked: Checked, control: DownloadControl | None = None) -> str:
+    """Load the pair through llama.cpp once (small context) and release it: the files really work before the user
+    types a task. Returns what loaded where."""
+    import time
+
+    from app.domain.cancel import CancelToken
+    from app.engine.local import LocalEngine, LocalEngineConfig
+
+    token = CancelToken()
+    engine = LocalEngine(LocalEngineConfig(text_model=str(checked.text), mmproj=str(checked.mmproj), n_ctx=4096))
+    t0 = time.perf_counter()
+    try:
+        info = engine.load(lambda f, what: control.check() if control is not None else None, token)
+    finally:
+        engine.close()
+    return f"The model loads: {info.name} on {info.device} in {time.perf_counter() - t0:.1f} s."
+
+
+def what_it_downloads(entry: ModelEntry, quant: Quantization) -> str:
+    """“q4.gguf + mmproj.gguf, ≈ 3.3 GiB (about 5 min at 100 Mbit/s)”: known before anything is fetched."""
+    from app.domain.units import human_bytes, human_duration
+
+    files = entry.files(quant)
+    sizes = [f.planning_size for f in files]
+    names = " + ".join(f.local_name for f in files)
+    if any(n is None for n in sizes):
+        return f"{names} (size not published)"
+    total = sum(n or 0 for n in sizes)
+    exact = all(f.size is not None for f in files)
+    return (f"{names}, {'' if exact else '≈ '}{human_bytes(total)} (about {human_duration(total / 12.5e6)} at "
+            "100 Mbit/s; the download shows the time left at your speed)")
+
+
 def not_downloadable(entry: ModelEntry) -> DeskhandError:
+    if entry.convert_command:
+        return DeskhandError(f"{entry.title} is not downloaded but converted from H Company's checkpoint "
+                             f"(`{entry.convert_command}`, not available in this version).",
+                             entry.how_to_get or "Choose model files you already have.")
     return DeskhandError(f"{entry.title} cannot be downloaded by Deskhand: no download address is known.",
                          entry.how_to_get or "Choose model files you already have.")

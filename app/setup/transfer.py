@@ -1,19 +1,17 @@
-"""What a download reports and raises, and the HTTP details (ranges, validators, redirects, error wording).
+"""What a download reports and raises, its progress and control, and the hashing file it writes through.
 
-Qt-free; `download.py` does the transfer.
+Qt-free; `download.py` does the transfer (through huggingface_hub).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-import urllib.request
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, BinaryIO
 
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.units import human_bytes, human_duration
@@ -61,15 +59,11 @@ class DownloadControl:
         if self._event.is_set():
             raise Cancelled("cancelled") if self.action == "cancel" else Paused("paused")
 
-    def wait(self, seconds: float) -> None:
-        self._event.wait(seconds)
-        self.check()
-
 
 @dataclass(frozen=True)
 class DownloadProgress:
     filename: str
-    state: str  # checking (hashing what was downloaded before) | connecting | downloading | verifying | done
+    state: str  # checking (hashing what was downloaded before) | connecting | downloading | verifying | done | loading
     done: int
     total: int | None
     speed: float = 0.0  # bytes per second, over the last few seconds
@@ -89,6 +83,8 @@ class DownloadProgress:
             return f"Done: {human_bytes(self.done)}"
         if self.state == "connecting":
             return "Connecting…"
+        if self.state == "loading":
+            return "Downloaded and verified; loading the model to check that it works…"
         speed = f" · {human_bytes(self.speed)}/s" if self.speed else ""
         left = f" · {human_duration(self.eta)} left" if self.eta is not None else ""
         return f"{of}{speed}{left}"
@@ -99,11 +95,13 @@ ProgressFn = Callable[[DownloadProgress], None]
 
 @dataclass(frozen=True)
 class DownloadResult:
-    path: Path
+    path: Path  # the file in the hub cache (its snapshot entry)
     sha256: str
-    verified: bool  # matched the published checksum (False: accepted unverified)
+    verified: bool  # matched the SHA-256 the catalog pins (False: accepted unverified)
     size: int
     resumed_from: int = 0
+    commit: str = ""  # the repository commit the file was taken from
+    hub_sha256: bool = False  # matched the SHA-256 the hub publishes for it (its Git LFS object id)
 
 
 class Rate:
@@ -117,19 +115,6 @@ class Rate:
             self.samples.popleft()
         t0, d0 = self.samples[0]
         return (done - d0) / (now - t0) if now > t0 else 0.0
-
-
-class SameHostAuthRedirect(urllib.request.HTTPRedirectHandler):
-    """The token is an unredirected header: keep it on a redirect within the same host only."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        auth = req.unredirected_hdrs.get("Authorization")
-        old, to = urlsplit(req.full_url), urlsplit(newurl)
-        if new is not None and auth and (to.hostname, to.scheme) == (old.hostname, old.scheme):
-            new.add_unredirected_header("Authorization", auth)
-        return new
 
 
 def hasher_of(path: Path, limit: int | None, tick: Callable[[int], None], control: DownloadControl) -> Any:
@@ -149,40 +134,37 @@ def hasher_of(path: Path, limit: int | None, tick: Callable[[int], None], contro
     return h
 
 
-def content_range(value: str) -> tuple[int, int | None]:
-    # "bytes 100-999/1000" or "bytes 100-999/*"
-    try:
-        _, rest = value.split(" ", 1)
-        span, total = rest.split("/", 1)
-        return int(span.split("-", 1)[0]), (None if total.strip() == "*" else int(total))
-    except ValueError:
-        return -1, None
+class HashingWriter:
+    """The part file as huggingface_hub's `http_get` writes it, hashed on the way. When the server ignores the
+    Range request, http_get rewinds and truncates: the hash starts over from what is left."""
+
+    def __init__(self, f: BinaryIO, path: Path, hasher: Any, have: int) -> None:
+        self.f, self.path, self.hasher, self.have = f, path, hasher, have
+
+    def write(self, block: bytes) -> int:
+        n = self.f.write(block)
+        self.hasher.update(block)
+        self.have += len(block)
+        return n
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(pos, whence)
+
+    def truncate(self, size: int | None = None) -> int:
+        n = self.f.truncate(size)
+        self.f.flush()
+        self.have = self.f.tell()
+        self.hasher = hasher_of(self.path, self.have, lambda _: None, DownloadControl())
+        return n
 
 
-def validator_of(headers: Any) -> str:
-    etag = str(headers.get("ETag") or "")
-    if etag and not etag.startswith("W/"):  # If-Range needs a strong validator
-        return etag
-    return str(headers.get("Last-Modified") or "")
-
-
-def interrupted(filename: str, have: int, exc: BaseException) -> Interrupted:
+def interrupted(filename: str, have: int, exc: BaseException, host: str = "") -> Interrupted:
+    if have == 0 and host:
+        return Interrupted(f"Could not reach {host} to download {filename}.",
+                           "Check your internet connection and try again.")
     return Interrupted(f"The download of {filename} was interrupted after {human_bytes(have)} "
-                        f"({exc.__class__.__name__}: {exc}).",
-                        "Check the network connection and start the download again: it resumes where it stopped.")
-
-
-def http_error(filename: str, url: str, code: int, have_token: bool) -> DownloadError:
-    host = urlsplit(url).hostname or url
-    if code in (401, 403):
-        if have_token:
-            return DownloadError(f"{host} refused the access token for {filename} (HTTP {code}).",
-                                 "Open the model's page, accept its licence with your account, and check that the "
-                                 "token has read access; store a new one with `deskhand setup --token`.")
-        return DownloadError(f"{filename} is in a gated repository: {host} needs an access token (HTTP {code}).",
-                             "Accept the licence on the model's page, create a read token in your account "
-                             "settings and store it with `deskhand setup --token` (or in the setup window).")
-    if code == 404:
-        return DownloadError(f"{filename} was not found at {host} (HTTP 404).",
-                             "The file may have been moved or renamed; check the catalog entry.")
-    return DownloadError(f"{host} answered HTTP {code} for {filename}.", "Try again later.")
+                       f"({exc.__class__.__name__}: {exc}).",
+                       "Check the network connection and start the download again: it resumes where it stopped.")

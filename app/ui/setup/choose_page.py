@@ -30,7 +30,17 @@ from app.domain.errors import Cancelled
 from app.domain.units import human_bytes
 from app.setup.catalog import ModelEntry, Quantization
 from app.setup.download import DownloadControl, DownloadProgress, DownloadResult, Paused
-from app.setup.flow import Checked, check_pair, downloader_for, memory_fit, model_dir, unverified_files
+from app.setup.flow import (
+    Checked,
+    download_folder,
+    download_pair,
+    downloader_for,
+    load_check,
+    memory_fit,
+    unverified_files,
+    what_it_downloads,
+)
+from app.setup.flow import check_pair as check_pair
 from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, label
 
 
@@ -80,8 +90,8 @@ class ChoosePage(QWizardPage):
         self.how_label = label()
         self.how_label.setStyleSheet("QLabel { background: palette(base); padding: 6px; }")
         self.how_label.hide()
-        self.unverified_box = QCheckBox("Download and use files that have no published checksum (Deskhand cannot "
-                                        "verify them)")
+        self.unverified_box = QCheckBox("Download files that have no SHA-256 in Deskhand's catalog (they are still "
+                                        "checked against the hub's own checksum)")
         self.unverified_box.toggled.connect(self._update_buttons)
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
         self.cancel_button = QPushButton("Cancel download")
@@ -173,15 +183,23 @@ class ChoosePage(QWizardPage):
         for f in e.files(q):
             size = human_bytes(f.size) if f.size else (f"≈ {human_bytes(f.approx_size)}" if f.approx_size
                                                        else "size not published")
-            check = "checksum published" if f.verified else "<b>no published checksum</b>"
-            sizes.append(f"{html.escape(f.filename)} ({size}, {check})")
+            check = "checksum in the catalog" if f.verified else "<b>no checksum in the catalog</b>"
+            sizes.append(f"{html.escape(f.local_name)} ({size}, {check})")
         text = f"{html.escape(e.description)}<br>" if e.description else ""
         text += (f"Files: {'; '.join(sizes)}.<br>Licence: <a href='{html.escape(e.license.url)}'>"
                  f"{html.escape(e.license.name)}</a>")
-        free = self.ctx.probe.free_disk if self.ctx.probe else None
-        if free is not None:
-            text += f" · {human_bytes(free)} free in {html.escape(str(model_dir(self.ctx.paths, e)))}"
-        if not e.downloadable(q):
+        if e.downloadable(q):
+            repos = sorted({f.repo or "" for f in e.files(q)})
+            text += (f"<br>From {html.escape(', '.join(repos))} on Hugging Face: "
+                     f"{html.escape(what_it_downloads(e, q))}.")
+            free = self.ctx.probe.free_disk if self.ctx.probe else None
+            if free is not None:
+                text += f" {human_bytes(free)} free in {html.escape(str(download_folder()))}."
+        elif e.convert_command:
+            text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> it is made "
+                     f"from H Company's checkpoint with <code>{html.escape(e.convert_command)}</code>, which is not "
+                     "in this version yet.</span> <a href='#how'>How to get the files…</a>")
+        else:
             text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> no download "
                      "address is published.</span> <a href='#how'>How to get the files…</a>")
         self.entry_info.setText(text)
@@ -280,18 +298,14 @@ class ChoosePage(QWizardPage):
         entry, quant = sel
         accept = self.unverified_box.isChecked()
         control = self.control = DownloadControl()
-        downloader = downloader_for(self.ctx.paths, entry)
-        files = entry.files(quant)
+        self._downloader = downloader = downloader_for()
         emit = self.ctx.emit_progress
 
-        def work() -> tuple[Checked, list[DownloadResult]]:
-            results = []
-            for i, f in enumerate(files):
-                def progress(p: DownloadProgress, i: int = i) -> None:
-                    emit((i, len(files), p))
-
-                results.append(downloader.download(f, control=control, accept_unverified=accept, progress=progress))
-            return check_pair(results[0].path, results[1].path), results
+        def work() -> tuple[Checked, list[DownloadResult], str]:
+            checked, results = download_pair(downloader, entry, quant, accept_unverified=accept, control=control,
+                                             progress=lambda i, n, p: emit((i, n, p)))
+            emit((1, 2, DownloadProgress(results[1].path.name, "loading", 0, None)))
+            return checked, results, load_check(checked, control)
 
         self.state = "running"
         self.download_status.setText("")
@@ -303,10 +317,13 @@ class ChoosePage(QWizardPage):
         i, n, p = item
         frac = p.fraction
         self.progress_bar.setValue(int(1000 * (i + (frac or 0.0)) / n))
+        if p.state == "loading":
+            self.progress_label.setText(p.describe())
+            return
         self.progress_label.setText(f"File {i + 1} of {n}, {p.filename}: {p.describe()}")
 
-    def _downloaded(self, done: tuple[Checked, list[DownloadResult]]) -> None:
-        checked, results = done
+    def _downloaded(self, done: tuple[Checked, list[DownloadResult], str]) -> None:
+        checked, results, loaded = done
         self.state, self.control = "idle", None
         self.checked["download"] = checked
         self.progress_bar.setValue(1000)
@@ -315,9 +332,13 @@ class ChoosePage(QWizardPage):
             name = html.escape(r.path.name)
             if r.verified:
                 lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: SHA-256 checksum verified</span>")
+            elif r.hub_sha256:
+                lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: matches the hub's SHA-256 ({r.sha256[:16]}…)"
+                             f"</span> <span style='color:{WARN_COLOUR}'>— not pinned by Deskhand's catalog</span>")
             else:
                 lines.append(f"<span style='color:{WARN_COLOUR}'>⚠ {name}: <b>UNVERIFIED</b> — no published "
                              f"checksum to compare with (its SHA-256 is {r.sha256})</span>")
+        lines.append(f"<span style='color:{OK_COLOUR}'>✓ {html.escape(loaded)}</span>")
         self.download_status.setText("<br>".join([*lines, self._checked_html(checked)]))
         self._update_buttons()
         self.completeChanged.emit()
@@ -351,7 +372,7 @@ class ChoosePage(QWizardPage):
         elif self.state == "paused":
             sel = self.selection()
             if sel is not None:
-                downloader = downloader_for(self.ctx.paths, sel[0])
+                downloader = getattr(self, "_downloader", None) or downloader_for()
                 files = sel[0].files(sel[1])
                 def discard() -> None:
                     for f in files:

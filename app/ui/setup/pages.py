@@ -7,7 +7,7 @@ import html
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget, QWizardPage
 
-from app.setup.flow import memory_fit
+from app.setup.flow import memory_fit, what_it_downloads
 from app.setup.gpu import CUDA_BUILD_NOTE, rebuild_command
 from app.ui.setup.context import ERR_COLOUR, Probe, SetupContext, label
 
@@ -62,7 +62,11 @@ class GpuPage(QWizardPage):
             kind = "CUDA build: the model runs on the GPU" if g.offload else "CPU build"
             self.build_label.setText(f"<b>llama-cpp-python {html.escape(g.llama_version)}:</b> {kind}.")
         later = " (once llama-cpp-python has CUDA)" if g.needs_cuda_build else ""
-        self.recommend_label.setText(f"<b>Recommended{later}:</b> {html.escape(p.recommendation.describe())}")
+        rec = p.recommendation
+        text = f"<b>Recommended{later}:</b> {html.escape(rec.describe())}"
+        if rec.entry.downloadable(rec.quant):
+            text += f"<br>Next page: download {html.escape(what_it_downloads(rec.entry, rec.quant))}."
+        self.recommend_label.setText(text)
 
 
 class FinishPage(QWizardPage):
@@ -89,5 +93,5 @@ class FinishPage(QWizardPage):
             where += (" Until llama-cpp-python is rebuilt with CUDA (see the first page), it runs on the CPU.")
         self.summary.setText(f"<b>Model:</b> {html.escape(c.summary)}<br><b>Text model:</b> {html.escape(str(c.text))}"
                              f"<br><b>Vision projector:</b> {html.escape(str(c.mmproj))}<br>{where}<br><br>"
-                             "Press Finish to start using Deskhand.")
+                             "Press Finish, then type a task in Deskhand's window.")
         self.error.setText("")

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QWidget, QWizard
 
 from app.domain.paths import Paths
 from app.domain.settings import Settings
-from app.setup.catalog import recommend
+from app.setup.catalog import recommend_model
 from app.setup.flow import Checked, catalog_for, finish_setup, should_show_setup
 from app.setup.gpu import gpu_report
 from app.ui.setup.choose_page import ChoosePage
@@ -49,7 +49,7 @@ class SetupWizard(QWizard):
 
         gpu = gpu_report()
         catalog = catalog_for(self.paths)
-        rec = recommend(catalog.default_entry, gpu.budget)
+        rec = recommend_model(catalog, gpu.budget)
         folder = self.paths.data
         while not folder.exists() and folder.parent != folder:
             folder = folder.parent

@@ -1,0 +1,224 @@
+"""A Hugging Face hub on 127.0.0.1 for download tests, speaking what huggingface_hub uses (its source is the
+reference: file_download.get_hf_file_metadata, utils/_http.hf_raise_for_status, hf_api.model_info):
+
+* GET /api/models/{repo}/revision/{rev}: {"id", "sha", "siblings": [{"rfilename", "size", "lfs": {...}}]};
+* HEAD/GET /{repo}/resolve/{rev}/{path}: 302 to the file's storage address, with X-Repo-Commit, ETag,
+  X-Linked-Etag (the Git LFS SHA-256) and X-Linked-Size; errors carry X-Error-Code (RepoNotFound,
+  RevisionNotFound, EntryNotFound, GatedRepo) as the hub's do;
+* GET /lfs/{sha256} on another host name (localhost): the bytes, with Range requests, cut connections and slow
+  transfers. The access token must never reach it.
+
+Started and stopped by the test (`with LoopbackHub() as hub`); point huggingface_hub at it with HF_ENDPOINT=hub.endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class HubFile:
+    data: bytes
+    cut_after: list[int] = field(default_factory=list)  # per GET, in order: close after this many body bytes
+    delay: float = 0.0  # seconds between 16 KiB pieces
+    advertised_sha: str | None = None  # what the hub claims (a damaged upload when it differs from the data)
+
+    @property
+    def sha256(self) -> str:
+        return self.advertised_sha or hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass
+class Repo:
+    commit: str
+    files: dict[str, HubFile] = field(default_factory=dict)
+    token: str | None = None  # gated: needs this Bearer token
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    status: int = 0
+
+
+_RESOLVE = re.compile(r"/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)")
+_API = re.compile(r"/api/models/(?P<repo>[^/]+/[^/]+)/revision/(?P<rev>[^/?]+)")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, seen: Seen, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+        seen.status = status
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
+
+    def _error(self, seen: Seen, status: int, code: str, commit: str | None = None) -> None:
+        headers = {"X-Error-Code": code, "X-Error-Message": code}
+        if commit:
+            headers["X-Repo-Commit"] = commit
+        self._reply(seen, status, headers, json.dumps({"error": code}).encode())
+
+    def _repo(self, seen: Seen, name: str, rev: str) -> Repo | None:
+        repo = self.server.repos.get(name)
+        if repo is None:
+            self._error(seen, 401, "RepoNotFound")
+            return None
+        if repo.token is not None and self.headers.get("Authorization") != f"Bearer {repo.token}":
+            self._error(seen, 401, "GatedRepo")
+            return None
+        if rev not in ("main", repo.commit):
+            self._error(seen, 404, "RevisionNotFound")
+            return None
+        return repo
+
+    def _handle(self) -> None:
+        srv = self.server
+        seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()})
+        with srv.lock:
+            srv.seen.append(seen)
+        path = self.path.split("?", 1)[0]
+        if m := _API.fullmatch(path):
+            repo = self._repo(seen, m["repo"], m["rev"])
+            if repo is not None:
+                siblings = [{"rfilename": n, "size": len(f.data),
+                             "lfs": {"sha256": f.sha256, "size": len(f.data), "pointerSize": 134}}
+                            for n, f in repo.files.items()]
+                body = json.dumps({"id": m["repo"], "modelId": m["repo"], "sha": repo.commit, "private": False,
+                                   "siblings": siblings}).encode()
+                self._reply(seen, 200, {"Content-Type": "application/json"}, body)
+            return
+        if m := _RESOLVE.fullmatch(path):
+            repo = self._repo(seen, m["repo"], m["rev"])
+            if repo is None:
+                return
+            f = repo.files.get(m["path"])
+            if f is None:
+                self._error(seen, 404, "EntryNotFound", repo.commit)
+                return
+            self._reply(seen, 302, {"Location": f"{srv.storage}/lfs/{f.sha256}", "X-Repo-Commit": repo.commit,
+                                    "ETag": f'"{hashlib.sha1(f.data).hexdigest()}"', "X-Linked-Etag": f'"{f.sha256}"',
+                                    "X-Linked-Size": str(len(f.data))})
+            return
+        if path.startswith("/lfs/"):
+            f = srv.blobs.get(path[5:])
+            if f is None:
+                self._error(seen, 404, "EntryNotFound")
+                return
+            self._send_blob(seen, f)
+            return
+        self._error(seen, 404, "NotFound")
+
+    def _send_blob(self, seen: Seen, f: HubFile) -> None:
+        data, start = f.data, 0
+        rng = self.headers.get("Range")
+        headers = {"ETag": f'"{f.sha256}"', "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if rng:
+            start = int(rng.removeprefix("bytes=").split("-")[0])
+            if start >= len(data):
+                self._reply(seen, 416, {"Content-Range": f"bytes */{len(data)}"})
+                return
+            seen.status = 206
+            self.send_response(206)
+            headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
+        else:
+            seen.status = 200
+            self.send_response(200)
+        body = data[start:]
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        cut = f.cut_after.pop(0) if f.cut_after else None
+        sent = 0
+        while sent < len(body):
+            piece = body[sent:sent + 16384]
+            if cut is not None and sent + len(piece) > cut:
+                piece = piece[:cut - sent]
+            try:
+                self.wfile.write(piece)
+                self.wfile.flush()
+            except OSError:
+                return
+            sent += len(piece)
+            if cut is not None and sent >= cut:
+                self.connection.shutdown(socket.SHUT_RDWR)  # the transfer breaks mid-way
+                self.close_connection = True
+                return
+            if f.delay:
+                time.sleep(f.delay)
+
+    do_GET = _handle
+    do_HEAD = _handle
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.repos: dict[str, Repo] = {}
+        self.blobs: dict[str, HubFile] = {}
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self.storage = f"http://localhost:{self.server_address[1]}"  # another host name: a CDN
+
+
+class LoopbackHub:
+    def __init__(self) -> None:
+        self._srv = _Server()
+        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> LoopbackHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+        self._thread.join(5)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._srv.server_address[1]}"
+
+    def add(self, repo: str, path: str, data: bytes, *, commit: str | None = None, token: str | None = None,
+            **kw: Any) -> HubFile:
+        r = self._srv.repos.setdefault(repo, Repo(commit or hashlib.sha1(repo.encode()).hexdigest()))
+        if commit:
+            r.commit = commit
+        if token is not None:
+            r.token = token
+        f = HubFile(data, **kw)
+        r.files[path] = f
+        self._srv.blobs[f.sha256] = f
+        return f
+
+    @property
+    def seen(self) -> list[Seen]:
+        with self._srv.lock:
+            return list(self._srv.seen)
+
+    def blob_requests(self, f: HubFile) -> list[Seen]:
+        return [s for s in self.seen if s.path == f"/lfs/{f.sha256}" and s.method == "GET"]
