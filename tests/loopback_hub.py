@@ -8,7 +8,7 @@ reference: file_download.get_hf_file_metadata, utils/_http.hf_raise_for_status, 
 * GET /lfs/{sha256} on another host name (localhost): the bytes, with Range requests, cut connections and slow
   transfers. The access token must never reach it.
 
-Started and stopped by the test (`with LoopbackHub() as hub`); point huggingface_hub at it with HF_ENDPOINT=hub.endpoint.
+Started and stopped by the test (`with LoopbackHub() as hub`); HF_ENDPOINT=hub.endpoint points huggingface_hub at it.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ from app.setup.catalog import (
     GiB,
     load_catalog,
     needed_bytes,
+    memory_shape_of,
     plan,
     recommend,
+    recommend_model,
 )
 from app.setup.gpu import GPUReport, detect_gpus, gpu_report, rebuild_command
 
@@ -50,46 +52,62 @@ def on_path(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------------------ catalog
 def test_builtin_catalog_is_valid_and_honest():
     cat = load_catalog()
-    entry = cat.default_entry
-    assert cat.default == "holotron-12b" and entry.source_model == "https://huggingface.co/Hcompany/Holotron-12B"
-    assert entry.license.name == "NVIDIA Open Model License"
-    assert entry.license.url.startswith("https://www.nvidia.com/") and entry.license.source.startswith("https://")
+    assert cat.default == "holo31-4b"
     for e in cat.models:
         files = [q.file for q in e.quantizations] + [e.mmproj]
         for f in files:
             assert f.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", f.sha256)
             assert f.sha256 is None or f.size, "a published checksum comes with its published size"
             assert f.provenance, f"{f.filename}: say where the values come from"
-            assert all(u.startswith("https://") for u in f.urls)
+            assert f.repo is None or re.fullmatch(r"[\w.-]+/[\w.-]+", f.repo)
         sizes = [q.file.planning_size or 0 for q in e.quantizations]
         assert sizes == sorted(sizes)
-    # no Holotron GGUF is published: nothing may pretend to be downloadable or verified
-    assert not any(entry.downloadable(q) for q in entry.quantizations)
-    assert all(not f.verified for f in [q.file for q in entry.quantizations] + [entry.mmproj])
-    assert "convert_hf_to_gguf.py" in entry.how_to_get
+    holo = [e for e in cat.models if e.profile == "holo31"]
+    assert [e.name for e in holo] == ["holo31-0.8b", "holo31-4b", "holo31-9b", "holo31-35b-a3b"]
+    for e in holo:
+        assert e.recommend and all(e.downloadable(q) for q in e.quantizations)
+        for f in [q.file for q in e.quantizations] + [e.mmproj]:
+            # nothing of these was readable from the hub here: no checksum, no exact size, no pinned commit
+            assert f.sha256 is None and f.size is None and f.revision == "main" and not f.pinned
+            assert f.approx_size and "not pinned" in e.how_to_get
+    assert cat.get("holo31-35b-a3b").mmproj.repo == "Hcompany/Holo-3.1-35B-A3B-GGUF"
+    # no Holotron GGUF is published: it is converted (issue 12), never downloaded or verified
+    holotron = cat.get("holotron-12b")
+    assert holotron.convert_command == "deskhand model convert holotron-12b" and not holotron.recommend
+    assert not any(holotron.downloadable(q) for q in holotron.quantizations)
+    assert all(not f.verified for f in [q.file for q in holotron.quantizations] + [holotron.mmproj])
+    assert "convert_hf_to_gguf.py" in holotron.how_to_get
+    base = cat.get("nemotron-nano-12b-v2-vl")
+    assert base.mmproj.pinned and base.mmproj.verified and not base.recommend
 
 
 def test_user_catalog_adds_and_replaces_entries(tmp_path):
     user = tmp_path / "models.json"
     user.write_text(json.dumps({"default": "mine", "models": [{
         "name": "mine", "title": "Mine", "license": {"name": "L", "url": "https://example.org/l"},
-        "quantizations": [{"name": "Q8_0", "file": {"filename": "m.gguf", "urls": ["http://127.0.0.1:9/m.gguf"],
+        "quantizations": [{"name": "Q8_0", "file": {"filename": "m.gguf", "repo": "me/mine", "revision": "a" * 40,
                                                     "size": 10, "sha256": "a" * 64}}],
-        "mmproj": {"filename": "p.gguf", "urls": ["https://example.org/p.gguf"], "size": None, "sha256": None}}]}))
+        "mmproj": {"filename": "p.gguf", "size": None, "sha256": None,
+                   "urls": ["https://huggingface.co/me/mine/resolve/main/sub/p.gguf"]}}]}))
     cat = load_catalog(user)
     assert cat.default == "mine" and {m.name for m in cat.models} >= {"mine", "holotron-12b"}
     mine = cat.get("mine")
-    assert mine.downloadable(mine.quant("q8_0")) and not mine.mmproj.verified
+    assert mine.downloadable(mine.quant("q8_0")) and not mine.mmproj.verified and mine.quant("q8_0").file.pinned
+    assert (mine.mmproj.repo, mine.mmproj.revision, mine.mmproj.filename) == ("me/mine", "main", "sub/p.gguf")
+    assert mine.mmproj.local_name == "p.gguf"
 
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"sha256": "ABC"}, "64 lower-case hex"),
-    ({"urls": ["http://example.org/m.gguf"]}, "not https"),
-    ({"filename": "../../.bashrc"}, "plain \\*.gguf name"),
+    ({"urls": ["https://example.org/m.gguf"]}, "cannot download from"),
+    ({"repo": "not a repo"}, "owner/name"),
+    ({"filename": "../../.bashrc"}, "path inside the repository"),
     ({"size": -3}, "positive integer"),
 ])
 def test_malformed_catalog_entries_are_refused(tmp_path, change, message):
-    file = {"filename": "m.gguf", "urls": [], "size": None, "sha256": None, **change}
+    file = {"filename": "m.gguf", "repo": "a/b", "size": None, "sha256": None, **change}
+    if "urls" in change:
+        file.pop("repo")
     user = tmp_path / "models.json"
     user.write_text(json.dumps({"models": [{"name": "x", "title": "X", "license": {"name": "L", "url": "u"},
                                             "quantizations": [{"name": "Q", "file": file}], "mmproj": file}]}))
@@ -105,7 +123,7 @@ def test_catalog_lookups_say_what_exists():
     with pytest.raises(Exception, match="holotron-12b"):
         cat.get("gpt-5")
     with pytest.raises(Exception, match="Q4_K_M"):
-        cat.default_entry.quant("Q9")
+        cat.get("holotron-12b").quant("Q9")
 
 
 # ------------------------------------------------------------------------------------------------ planning
@@ -123,16 +141,37 @@ def test_memory_estimate_matches_the_notes():
     (8, "Q4_K_M", 8192, 40),
     (3, "Q4_K_M", 8192, 0),
 ])
-def test_recommendation_for_a_vram_size(vram_gib, quant, context, layers):
-    rec = recommend(load_catalog().default_entry, int(vram_gib * GiB))
+def test_holotron_quantization_for_a_vram_size(vram_gib, quant, context, layers):
+    rec = recommend(load_catalog().get("holotron-12b"), int(vram_gib * GiB))
     assert rec.quant.name == quant and rec.fit is not None
     assert (rec.fit.context_size, rec.fit.gpu_layers) == (context, layers)
     text = rec.describe()
     assert ("Fits on the GPU" in text) == (layers == -1)
 
 
+@pytest.mark.parametrize(("vram_gib", "entry", "quant"), [
+    (None, "holo31-0.8b", "Q6_K"),  # the CPU: the smallest model answers soonest
+    (2, "holo31-0.8b", "Q6_K"), (4, "holo31-0.8b", "Q6_K"), (6, "holo31-4b", "Q4_K_M"), (7, "holo31-4b", "Q4_K_M"),
+    (8, "holo31-4b", "Q8_0"), (10, "holo31-9b", "Q4_K_M"), (12, "holo31-9b", "Q6_K"), (24, "holo31-35b-a3b", "Q4_K_M"),
+])
+def test_the_setup_recommends_holo31_by_gpu_memory(vram_gib, entry, quant):
+    rec = recommend_model(load_catalog(), None if vram_gib is None else int(vram_gib * GiB))
+    assert (rec.entry.name, rec.quant.name) == (entry, quant) and rec.fit is not None
+    assert ("CPU" in rec.describe()) == (vram_gib is None)
+
+
+def test_memory_shape_of_a_qwen35_header_and_the_catalog_agree():
+    meta = {"general.architecture": "qwen35", "qwen35.block_count": 32, "qwen35.full_attention_interval": 4,
+            "qwen35.attention.head_count_kv": 4, "qwen35.attention.key_length": 256, "qwen35.ssm.state_size": 128,
+            "qwen35.ssm.group_count": 16, "qwen35.ssm.inner_size": 4096, "qwen35.ssm.conv_kernel": 4}
+    shape = memory_shape_of(meta)
+    catalog = load_catalog().get("holo31-9b").memory
+    assert shape.kv_bytes_per_token == catalog.kv_bytes_per_token == 32768 and shape.n_layers == 32
+    assert abs(shape.recurrent_bytes - catalog.recurrent_bytes) < 2 * 2**20
+
+
 def test_without_a_gpu_the_recommendation_says_cpu():
-    rec = recommend(load_catalog().default_entry, None)
+    rec = recommend(load_catalog().get("holotron-12b"), None)
     assert rec.fit is not None and rec.fit.gpu_layers == 0 and "CPU" in rec.describe()
     assert plan(100, 100, None).budget is None
 

@@ -193,9 +193,8 @@ def test_missing_files_repositories_and_revisions_are_named(hub, payload, tmp_pa
 
 
 def test_an_unreachable_hub_says_so_plainly(tmp_path, payload):
-    with socket_closed() as endpoint:
-        with pytest.raises(DownloadError) as err:
-            Downloader(cache_dir=tmp_path / "hub", endpoint=endpoint).download(spec("m.gguf", payload))
+    with socket_closed() as endpoint, pytest.raises(DownloadError) as err:
+        Downloader(cache_dir=tmp_path / "hub", endpoint=endpoint).download(spec("m.gguf", payload))
     assert "Could not reach 127.0.0.1" in err.value.what and "internet connection" in err.value.todo
 
 

@@ -347,20 +347,21 @@ def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
 
 
 def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384) -> Recommendation:
-    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU): of the downloadable
-    candidates, the largest file that fits entirely with at least `min_context` tokens; else the smallest one (on a
-    CPU or a small GPU the smallest model is the one that answers in reasonable time)."""
+    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU): the largest candidate model
+    (catalog order) that fits entirely with at least `min_context` tokens, at its longest context, then its largest
+    quantization; else the smallest file (on a CPU or a small GPU the smallest model answers soonest)."""
     options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations
                if e.downloadable(q) and q.file.planning_size and e.mmproj.planning_size]
     if not options:
         return recommend(catalog.default_entry, budget)
+    order = {e.name: i for i, e in enumerate(catalog.models)}
     fitting = []
     for e, q in options:
         fit = plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory)
         if fit.fits and fit.context_size >= min_context:
             fitting.append((e, q, fit))
     if fitting:
-        e, q, fit = max(fitting, key=lambda x: x[1].file.planning_size or 0)
+        e, q, fit = max(fitting, key=lambda x: (order[x[0].name], x[2].context_size, x[1].file.planning_size or 0))
         return Recommendation(e, q, fit)
     e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
     return Recommendation(e, q, plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory))
