@@ -1,5 +1,6 @@
 """The setup window driven with pytest-qt: the GPU page, picking files (good pair, text-only model, mismatched mmproj),
-downloading from a loopback server (pause/resume/cancel), and finishing (persisted; the next launch skips it)."""
+downloading a Holo3.1-shaped pair from a loopback Hugging Face hub (pause/resume/cancel, verified, loaded), and
+finishing (persisted; the next launch skips it)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,24 @@ from app.domain.paths import default_paths
 from app.domain.settings import Settings, load_settings
 from app.setup.flow import should_show_setup
 from app.ui.setup.wizard import SetupWizard
-from tests.loopback_http import LoopbackServer
+from tests.loopback_hub import LoopbackHub
 from tests.test_catalog_gpu import fake_nvidia_smi
-from tests.test_setup_cmd import write_catalog
+from tests.test_setup_cmd import TINY_REPO, write_catalog
 
 SHOTS = os.environ.get("DESKHAND_WIZARD_SHOTS", "")
 
 
 @pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
+def server(monkeypatch):
+    with LoopbackHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)  # the hub cache follows XDG_CACHE_HOME (per test)
+        yield hub
+
+
+def cache_folder():
+    from app.setup.hub import hub_cache, storage_folder
+
+    return storage_folder(hub_cache(), TINY_REPO)
 
 
 @pytest.fixture
@@ -98,7 +106,9 @@ def test_gpu_page_with_a_gpu_and_a_cpu_build_shows_the_rebuild_command(make_wiza
     assert "NVIDIA RTX A6000, 48.0 GiB VRAM" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
     assert "built for the CPU only" in page.build_label.text()
     assert "Recommended (once llama-cpp-python has CUDA):" in page.recommend_label.text()
-    assert "Q5_K_M: Fits on the GPU with a 32,768-token context" in page.recommend_label.text()
+    assert ("Holo3.1-35B-A3B (H Company, official GGUF), Q4_K_M: Fits on the GPU with a 32,768-token context"
+            in page.recommend_label.text())
+    assert "Next page: download q4_k_m.gguf + mmproj.f16.gguf, ≈ 20.7 GiB" in page.recommend_label.text()
     assert not page.rebuild_row.isHidden()
     assert page.rebuild_edit.text().endswith('CMAKE_ARGS="-DGGML_CUDA=on" bash installers/source/install.sh --cuda')
     page.copy_button.click()
@@ -113,10 +123,12 @@ def test_picking_files_gives_the_engines_exact_messages(make_wizard, qtbot, monk
     w = make_wizard()
     w.next()
     page = w.choose_page
-    assert w.currentPage() is page and page.existing.isChecked() and not page.isComplete()
+    # the recommended model can be downloaded, so that is what the page offers first
+    assert w.currentPage() is page and page.download.isChecked() and not page.isComplete()
+    page.existing.setChecked(True)
 
     pick(monkeypatch, qtbot, page, model_factory.llama(tmp_path), tiny_model_pair.mmproj)
-    assert "is a “llama” model; Deskhand needs a nemotron_h text model" in wait_check(qtbot, page, "✗")
+    assert "is a “llama” model; Deskhand needs a text model of one of these families" in wait_check(qtbot, page, "✗")
     assert not page.isComplete()
 
     pick(monkeypatch, qtbot, page, tiny_model_pair.text, tiny_model_pair.text)
@@ -141,22 +153,23 @@ def select_entry(page, name: str) -> None:
     raise AssertionError(f"no {name} in the list")
 
 
-def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, server, tiny_model_pair, tmp_path):
+def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, server, qwen35_pair, tmp_path):
     home = default_paths()
-    text, mm = write_catalog(home.config.parent, server, tiny_model_pair, mmproj_sha=False, delay=0.04)
+    text, mm = write_catalog(home.config.parent, server, qwen35_pair, mmproj_sha=False, delay=0.04)
     w = make_wizard()
     w.next()
     page = w.choose_page
     page.download.setChecked(True)
     select_entry(page, "tiny")
-    assert "Test licence" in page.entry_info.text() and "no published checksum" in page.entry_info.text()
+    assert "Test licence" in page.entry_info.text() and "no checksum in the catalog" in page.entry_info.text()
+    assert f"From {TINY_REPO} on Hugging Face: tiny-text.gguf + tiny-mmproj.gguf" in page.entry_info.text()
     assert page.unverified_box.isVisible() and not page.download_button.isEnabled()  # consent first
     page.unverified_box.setChecked(True)
     assert page.download_button.isEnabled()
 
     qtbot.mouseClick(page.download_button, qtbot_button())
-    qtbot.waitUntil(lambda: "File 1 of 2" in page.progress_label.text() and " of " in page.progress_label.text(),
-                    timeout=10000)
+    qtbot.waitUntil(lambda: "File 1 of 2" in page.progress_label.text()
+                    and " of " in page.progress_label.text().split(": ", 1)[-1], timeout=10000)  # bytes arrived
     qtbot.mouseClick(page.pause_button, qtbot_button())
     qtbot.waitUntil(lambda: page.state == "paused", timeout=10000)
     assert "Paused" in page.download_status.text() and page.pause_button.text() == "Resume"
@@ -164,20 +177,22 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     shot(w, "5-choose-page-paused", tmp_path)
 
     qtbot.mouseClick(page.pause_button, qtbot_button())  # resume
-    qtbot.waitUntil(lambda: page.checked["download"] is not None, timeout=20000)
-    resumed = server.requests_for("/tiny/text.gguf") + server.requests_for("/tiny/mmproj.gguf")
+    qtbot.waitUntil(lambda: page.checked["download"] is not None, timeout=30000)
+    resumed = [s for s in server.seen if s.path.startswith("/lfs/") and s.method == "GET"]
     assert any(s.status == 206 for s in resumed)  # the file that was paused continued where it stopped
     status = page.download_status.text()
     assert "✓ tiny-text.gguf: SHA-256 checksum verified" in status and page.isComplete()
-    assert f"tiny-mmproj.gguf: <b>UNVERIFIED</b> — no published checksum to compare with (its SHA-256 is " \
-           f"{hashlib.sha256(mm).hexdigest()})" in status
-    assert "File 2 of 2" in page.progress_label.text() and page.progress_bar.value() == 1000
-    folder = home.models / "tiny"
+    assert f"tiny-mmproj.gguf: matches the hub's SHA-256 ({hashlib.sha256(mm).hexdigest()[:16]}…)" in status
+    assert "not pinned by Deskhand's catalog" in status
+    assert "✓ The model loads: Qwen3.5 tiny (random weights) on CPU" in status and "qwen35" in status
+    assert page.progress_bar.value() == 1000
+    folder = cache_folder() / "snapshots" / server._srv.repos[TINY_REPO].commit
     assert (folder / "tiny-text.gguf").read_bytes() == text and (folder / "tiny-mmproj.gguf").read_bytes() == mm
     shot(w, "6-choose-page-downloaded", tmp_path)
 
     w.next()
     assert w.currentPage() is w.finish_page and "tiny-text.gguf" in w.finish_page.summary.text()
+    assert "then type a task" in w.finish_page.summary.text()
     shot(w, "7-finish-page", tmp_path)
     with qtbot.waitSignal(w.setup_finished, timeout=10000) as blocker:
         w.button(QWizard.WizardButton.FinishButton).click()
@@ -185,12 +200,13 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     assert saved.setup_done and saved.text_model == str(folder / "tiny-text.gguf")
     again = load_settings(home.settings_file).settings  # the next launch
     assert again.setup_done and again.mmproj == str(folder / "tiny-mmproj.gguf") and not should_show_setup(again)
+    assert again.profile == "auto"
     assert should_show_setup(Settings())
 
 
-def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, tiny_model_pair, tmp_path):
+def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, qwen35_pair, tmp_path):
     home = default_paths()
-    write_catalog(home.config.parent, server, tiny_model_pair, delay=0.04)
+    write_catalog(home.config.parent, server, qwen35_pair, delay=0.04)
     w = make_wizard()
     w.next()
     page = w.choose_page
@@ -203,14 +219,14 @@ def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, tiny_mo
     shot(w, "9-choose-page-downloading", tmp_path)
     qtbot.mouseClick(page.cancel_button, qtbot_button())
     qtbot.waitUntil(lambda: "cancelled" in page.download_status.text(), timeout=10000)
-    folder = home.models / "tiny"
+    folder = cache_folder() / "blobs"
     assert not folder.exists() or list(folder.iterdir()) == []
     assert page.state == "idle" and page.download_button.isEnabled() and not page.isComplete()
 
 
-def test_closing_during_a_download_keeps_it_for_later(make_wizard, qtbot, server, tiny_model_pair):
+def test_closing_during_a_download_keeps_it_for_later(make_wizard, qtbot, server, qwen35_pair):
     home = default_paths()
-    write_catalog(home.config.parent, server, tiny_model_pair, delay=0.02)
+    text, _ = write_catalog(home.config.parent, server, qwen35_pair, delay=0.02)
     w = make_wizard()
     w.next()
     page = w.choose_page
@@ -219,11 +235,11 @@ def test_closing_during_a_download_keeps_it_for_later(make_wizard, qtbot, server
     qtbot.mouseClick(page.download_button, qtbot_button())
     qtbot.waitUntil(lambda: " of " in page.progress_label.text(), timeout=10000)
     w.reject()
-    part = home.models / "tiny" / "tiny-text.gguf.part"
+    part = cache_folder() / "blobs" / f"{hashlib.sha256(text).hexdigest()}.incomplete"
     qtbot.waitUntil(lambda: part.exists() and not any(t.is_alive() and t.name.startswith("deskhand-setup")
                                                       for t in __import__("threading").enumerate()),
                     timeout=10000)
-    assert not (home.models / "tiny" / "tiny-text.gguf").exists()
+    assert not (cache_folder() / "snapshots").exists()
     assert not load_settings(home.settings_file).settings.setup_done
 
 
@@ -234,6 +250,7 @@ def test_an_entry_without_downloads_says_how_to_get_it(make_wizard, tmp_path):
     page.download.setChecked(True)
     select_entry(page, "holotron-12b")
     assert "Deskhand cannot download this one" in page.entry_info.text()
+    assert "deskhand model convert holotron-12b" in page.entry_info.text()
     assert "NVIDIA Open Model License" in page.entry_info.text() and not page.download_button.isEnabled()
     assert page.how_label.isHidden()
     page.entry_info.linkActivated.emit("#how")
