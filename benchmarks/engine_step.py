@@ -2,11 +2,14 @@
 the whole history every step (what llama-cpp-python's chat handler does), in one process.
 
     python -m benchmarks.engine_step --model TEXT.gguf --mmproj MMPROJ.gguf [--out benchmarks/results]
+                                     [--thinking profile|on|off|both] [--thinking-budget N]
 
 Writes engine-step-<date>-<commit>.json (figures: median and spread) and a Markdown summary beside it.
 Random weights cost the same to run as trained ones; every answer is forced to the same 60 tokens, fed
 through the engine's real sampling path (logits, grammar check, decode), so figures do not depend on what
-a random model would say.
+a random model would say. Any family works (the profile follows the model, "auto"). With thinking on, the
+reasoning is sampled freely up to the profile's budget first (a random model never closes it, so this is the
+budget's full cost: the upper bound per step); `--thinking both` measures the steps with it off and on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from app.domain.cancel import CancelToken
 from app.domain.proposal import Observation, PastStep
 from app.engine.local import LocalEngine, LocalEngineConfig
 from app.engine.sampling import GrammarSampler
+from app.engine.thinking import ReasoningSampler
+from app.engine.vision import encode_image
 
 STEPS = (1, 2, 5, 10, 20)
 FORCED_TOKENS = 60
@@ -144,14 +149,16 @@ def run_steps(engine: LocalEngine, shots: list[Observation], forced: list[int], 
         session = engine._session
         if reeval:  # from scratch: an empty context and no cached image embeddings, like the chat handler
             session.reset()  # type: ignore[union-attr]
-            session.images.embeddings.clear()  # type: ignore[union-attr]
-            session.images.grids.clear()  # type: ignore[union-attr]
+            session.images.clear()  # type: ignore[union-attr]
             session.checkpoints.clear()  # type: ignore[union-attr]
         smp = ForcedSampler(session.rt, engine._grammar, forced)  # type: ignore[union-attr]
+        r = engine.profile.reasoning
+        outer: ForcedSampler | ReasoningSampler = (
+            ReasoningSampler(session.rt, smp, r.max_tokens, r.end) if r.enabled else smp)  # type: ignore[union-attr]
         try:
-            ans = engine.respond(TASK, obs, history, tok, sampler=smp)
+            ans = engine.respond(TASK, obs, history, tok, sampler=outer)
         finally:
-            smp.close()
+            outer.close()
         history.append(PastStep(obs, ans.raw))
         pre = engine.prepare_next(TASK, history, tok) if prefetch else 0.0
         t, c = ans.timings, ans.counters
@@ -160,7 +167,8 @@ def run_steps(engine: LocalEngine, shots: list[Observation], forced: list[int], 
                      "gen_tok_s": c.tokens_generated / t.generate_s if t.generate_s else 0.0,
                      "tokens_evaluated": c.tokens_evaluated, "tiles_encoded": c.tiles_encoded,
                      "checkpoint_restores": c.checkpoint_restores, "context": c.context_used,
-                     "grammar_checked": smp.checked})
+                     "grammar_checked": smp.checked, "tokens_generated": c.tokens_generated,
+                     "thinking_tokens": c.thinking_tokens})
     return rows
 
 
@@ -173,16 +181,23 @@ def per_step(runs: list[list[dict[str, Any]]], key: str = "latency_s") -> dict[s
 
 def micro(engine: LocalEngine, shots: list[Observation], repeats: int) -> dict[str, Any]:
     """Tile encode, prompt evaluation and the raw decode reference, on the engine's own context."""
+    from app.engine.dynamic_image import fit_to_layout, layout_for
+    from app.engine.profile import DynamicImageSpec
     from app.engine.tiling import choose_grid, tile_image
 
     rt = engine._session.rt  # type: ignore[union-attr]
-    tiles = tile_image(shots[0].image, choose_grid(1920, 1080))  # type: ignore[arg-type]
-    rt.encode_tile(tiles[0])  # warm-up: graph allocation
+    spec, first = engine.profile.image, shots[0].image
+    assert first is not None
+    if isinstance(spec, DynamicImageSpec):  # one bitmap per screenshot, at the HF processor's size
+        tiles = [fit_to_layout(first, layout_for(first.width, first.height, spec))]
+    else:
+        tiles = tile_image(first, choose_grid(first.width, first.height))
+    encode_image(rt, tiles[0], keep_chunk=False)  # warm-up: graph allocation
     enc = []
     for _ in range(repeats):
         for t in tiles:
             t0 = time.perf_counter()
-            rt.encode_tile(t)
+            encode_image(rt, t, keep_chunk=False)
             enc.append((time.perf_counter() - t0) * 1000)
     rng = np.random.default_rng(0)
     lo = min(1000, rt.n_vocab // 2)  # ordinary (non-control) tokens
@@ -211,23 +226,49 @@ def micro(engine: LocalEngine, shots: list[Observation], repeats: int) -> dict[s
             "prompt_tokens": n_prompt, "reference_context": pos}
 
 
+def with_thinking(engine: LocalEngine, mode: str, budget: int | None) -> LocalEngine:
+    """The engine's profile with reasoning on or off (and another budget), before it loads."""
+    r = engine.profile.reasoning
+    enabled = r.enabled if mode == "profile" else mode == "on"
+    reasoning = dataclasses.replace(r, enabled=enabled, max_tokens=budget if budget is not None else r.max_tokens)
+    engine.profile = dataclasses.replace(engine.profile, reasoning=reasoning)
+    return engine
+
+
+def thinking_cost(engine: LocalEngine, shots: list[Observation], forced: list[int], mode: str, budget: int | None,
+                  repeats: int) -> dict[str, Any]:
+    """Steps with reasoning on or off: latency, tokens generated (reasoning included) and generation time."""
+    with_thinking(engine, mode, budget)
+    runs = [run_steps(engine, shots, forced, prefetch=True, reeval=False) for _ in range(repeats)]
+    rows = [x for run in runs for x in run if x["step"] > 1]
+    return {"thinking": engine.profile.thinking, "budget": engine.profile.reasoning.max_tokens,
+            "step_latency_s": {k: v["median"] for k, v in per_step(runs).items()},
+            "tokens_generated": statistics.median(x["tokens_generated"] for x in rows),
+            "thinking_tokens": statistics.median(x["thinking_tokens"] for x in rows),
+            "generate_s": statistics.median(x["generate_s"] for x in rows),
+            "gen_tok_s": statistics.median(x["gen_tok_s"] for x in rows)}
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     vram = VramPeak()
     vram.start()
     cfg = LocalEngineConfig(text_model=args.model, mmproj=args.mmproj, n_ctx=args.ctx, n_batch=args.batch,
-                            n_ubatch=args.ubatch, n_gpu_layers=args.gpu_layers, max_tokens=FORCED_TOKENS + 8)
+                            n_ubatch=args.ubatch, n_gpu_layers=args.gpu_layers, max_tokens=FORCED_TOKENS + 8,
+                            profile=args.profile)
+    first_mode = "off" if args.thinking == "both" else args.thinking
     loads = []
     engine: LocalEngine | None = None
     for i in range(args.load_repeats):
         if engine is not None:
             engine.close()
-        engine = LocalEngine(cfg)
+        engine = with_thinking(LocalEngine(cfg), first_mode, args.thinking_budget)
         t0 = time.perf_counter()
         info = engine.load(None, CancelToken())
         loads.append(time.perf_counter() - t0)
         print(f"load {i + 1}: {loads[-1]:.2f} s on {info.device}", flush=True)
     assert engine is not None
-    shots = screenshots(args.steps)
+    w, h = (int(x) for x in args.screenshot_size.lower().split("x"))
+    shots = screenshots(args.steps, (w, h))
     forced = forced_answer(engine._session.rt)  # type: ignore[union-attr]
     m = micro(engine, shots, args.repeats)
     print(f"tile encode {m['tile_encode_ms']['median']:.1f} ms, prompt {m['prompt_tok_s']['median']:.0f} tok/s, "
@@ -242,10 +283,17 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     reeval = [run_steps(engine, shots, forced, prefetch=False, reeval=True) for _ in range(args.reeval_repeats)]
     for run in reeval:
         print("run (re-evaluate): " + " ".join(f"{x['latency_s']:.2f}" for x in run), flush=True)
+    modes = {}
+    for mode in (["off", "on"] if args.thinking == "both" else []):
+        modes[mode] = thinking_cost(engine, shots, forced, mode, args.thinking_budget, args.repeats)
+        print(f"thinking {mode}: {modes[mode]['tokens_generated']:.0f} tokens generated "
+              f"({modes[mode]['thinking_tokens']:.0f} reasoning), generate {modes[mode]['generate_s']:.2f} s, "
+              f"step {modes[mode]['step_latency_s']}", flush=True)
+    profile_name, thinking = engine.profile.name, (engine.profile.thinking, engine.profile.reasoning.max_tokens)
     engine.close()
     variants = {}
     for ub in args.variant_ubatch:
-        eng = LocalEngine(dataclasses.replace(cfg, n_ubatch=ub))
+        eng = with_thinking(LocalEngine(dataclasses.replace(cfg, n_ubatch=ub)), first_mode, args.thinking_budget)
         eng.load(None, CancelToken())
         mv = micro(eng, shots, args.repeats)
         rv = [run_steps(eng, shots, forced, prefetch=True, reeval=False)]
@@ -268,7 +316,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "model": {"text": os.path.basename(args.model), "mmproj": os.path.basename(args.mmproj),
                   "text_bytes": os.path.getsize(args.model), "mmproj_bytes": os.path.getsize(args.mmproj)},
         "config": {"n_ctx": args.ctx, "n_batch": args.batch, "n_ubatch": args.ubatch, "gpu_layers": args.gpu_layers,
-                   "image_budget": engine.profile.image_budget, "screenshot": "1920x1080 (4x2 tiles + thumbnail)",
+                   "image_budget": engine.profile.image_budget, "profile": profile_name,
+                   "screenshot": f"{args.screenshot_size} ({ans_grid(engine, shots)})",
+                   "thinking": {"on": thinking[0], "budget": thinking[1], "mode": args.thinking},
                    "forced_tokens": FORCED_TOKENS, "repeats": args.repeats},
         "load_s": spread(loads),
         "tile_encode_ms": m["tile_encode_ms"]["median"], "prompt_tok_s": m["prompt_tok_s"]["median"],
@@ -283,9 +333,17 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "stages_at_step": {k: {s: per_step(runs, s)[k]["median"] for s in stage_keys} for k in med},
         "no_prefetch_stages_at_step": {k: {s: per_step(plain, s)[k]["median"] for s in stage_keys}
                                        for k in per_step(plain)},
-        "variants": variants,
+        "variants": variants, "thinking_modes": modes,
         "runs": {"prefetch": runs, "no_prefetch": plain, "reeval": reeval},
     }
+
+
+def ans_grid(engine: LocalEngine, shots: list[Observation]) -> str:
+    from app.engine.prompt import image_tokens
+
+    assert shots[0].image is not None
+    grid, n = image_tokens(engine.profile, shots[0].image)
+    return f"{grid}, {n} image tokens"
 
 
 def summary(r: dict[str, Any]) -> str:
@@ -300,7 +358,7 @@ def summary(r: dict[str, Any]) -> str:
         f"{r['config']['forced_tokens']} forced tokens per answer; medians of {r['config']['repeats']} runs.", "",
         "| figure | value | target |", "|---|---|---|",
         f"| model load | {r['load_s']['median']:.2f} s | |",
-        f"| vision encode per 512-px tile | {r['tile_encode_ms']:.1f} ms | |",
+        f"| vision encode per bitmap (tile or screenshot) | {r['tile_encode_ms']:.1f} ms | |",
         f"| prompt evaluation | {r['prompt_tok_s']:.0f} tok/s | |",
         f"| generation (engine, grammar on) | {r['gen_tok_s']:.1f} tok/s | ≥ 90% of reference: "
         f"{100 * r['gen_tok_s'] / r['reference_gen_tok_s']:.0f}% — "
@@ -324,6 +382,16 @@ def summary(r: dict[str, Any]) -> str:
     for k, st in r["stages_at_step"].items():
         lines.append(f"| {k} | {st['encode_s']:.3f} | {st['prefill_s']:.3f} | {st['restore_s']:.3f} | "
                      f"{st['generate_s']:.3f} | {st['prefetch_s']:.3f} | {st['tokens_evaluated']:.0f} |")
+    if r.get("thinking_modes"):
+        lines += ["", "Reasoning on and off (medians over steps 2+; a random model always uses the whole budget):", "",
+                  "| thinking | tokens generated | of which reasoning | generate | gen tok/s | step latency (1, last) "
+                  "|",
+                  "|---|---|---|---|---|---|"]
+        for mode, v in r["thinking_modes"].items():
+            lat = v["step_latency_s"]
+            lines.append(f"| {mode} (budget {v['budget']}) | {v['tokens_generated']:.0f} | "
+                         f"{v['thinking_tokens']:.0f} | {v['generate_s']:.2f} s | {v['gen_tok_s']:.1f} | "
+                         f"{lat.get('1', 0):.2f} s, {lat[max(lat, key=int)]:.2f} s |")
     for name, v in r.get("variants", {}).items():
         s2 = v["step_latency_s"]
         lines += ["", f"Variant {name}: prompt {v['prompt_tok_s']:.0f} tok/s; step latency " +
@@ -339,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=2048)
     p.add_argument("--ubatch", type=int, default=512)
     p.add_argument("--gpu-layers", type=int, default=-1)
+    p.add_argument("--profile", default="auto", help="model profile (default: the one for the model's family)")
+    p.add_argument("--thinking", choices=["profile", "on", "off", "both"], default="profile",
+                   help="reasoning before each answer: as the profile says, on, off, or both side by side")
+    p.add_argument("--thinking-budget", type=int, default=None, help="reasoning tokens (default: the profile's)")
+    p.add_argument("--screenshot-size", default="1920x1080")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reeval-repeats", type=int, default=1)

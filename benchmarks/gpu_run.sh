@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_run.sh start    # start it in the background (setsid) and return
 #   bash benchmarks/gpu_run.sh wait N   # wait up to N seconds for it to finish, printing progress
 #
+# The Holo3.1 family (qwen35): FIXTURE=qwen35_models PRESET=9b (or 4b) BENCH_ARGS="--thinking both", which measures
+# the steps with reasoning off and on (its budget) in the same run.
+#
 # It expects in .dev/ (ignored by git, carried to the machine): lcp-src.tgz (shared/tools/strip-sdist.sh),
 # build-cuda-wheel.sh, whl/*.whl (gguf, diskcache for Python 3.12), cpu/llama_cpp_python-*.whl (a CPU build,
 # used to generate and quantize while the CUDA build runs). With internet, `pip install gguf diskcache`
@@ -27,8 +30,8 @@ run_all() {
   else
     ( bash .dev/build-cuda-wheel.sh .dev/lcp-src.tgz "$WORK/wheels" >"$WORK/build.log" 2>&1 ) & build=$!
   fi
-  echo "$(date +%T) generating the 12B-shaped model" >>"$LOGS/progress"
-  PYTHONPATH="$WORK/cpu:$WORK/common:$ROOT" "$PY" -m tests.fixtures.gguf_models --preset "${PRESET:-12b}" \
+  echo "$(date +%T) generating the ${PRESET:-12b}-shaped model (${FIXTURE:-gguf_models})" >>"$LOGS/progress"
+  PYTHONPATH="$WORK/cpu:$WORK/common:$ROOT" "$PY" -m "tests.fixtures.${FIXTURE:-gguf_models}" --preset "${PRESET:-12b}" \
     --out "$WORK/model" --quantize Q4_K_M >"$WORK/model.json" 2>"$WORK/model.log"
   text=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["quantized"])' "$WORK/model.json")
   mmproj=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mmproj"])' "$WORK/model.json")

@@ -77,7 +77,7 @@ class ImageCache:
             out = []
             for tile in tile_image(image, grid):
                 token.check()
-                emb = self.rt.encode_tile(tile)
+                emb = encode_image(self.rt, tile, keep_chunk=False).embd
                 if emb.shape[0] != self.spec.tokens_per_tile:
                     raise ModelLoadError(
                         f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "

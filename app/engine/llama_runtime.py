@@ -18,7 +18,6 @@ from typing import Any
 import llama_cpp  # before numpy: the other order crashed model loading on the GPU image
 import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
-from PIL import Image
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, ModelLoadError
@@ -315,13 +314,6 @@ class LlamaRuntime:
     def logits(self) -> np.ndarray:
         ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-
-    # ------------------------------------------------------------------ vision
-    def encode_tile(self, tile: Image.Image) -> np.ndarray:
-        """One 512×512 RGB tile through the vision encoder → (n_tokens, n_embd) float32 embeddings."""
-        from app.engine.vision import encode_image
-
-        return encode_image(self, tile, keep_chunk=False).embd
 
     # ------------------------------------------------------------------ memory and state
     def save_recurrent(self) -> Any:
