@@ -111,9 +111,9 @@ class SettingsDialog(QDialog):
         self.profile = QComboBox()
         self.profile.setEditable(True)
         try:
-            from app.engine.profile import list_profiles
+            from app.engine.profile import AUTO_PROFILE, list_profiles
 
-            self.profile.addItems(list_profiles())
+            self.profile.addItems([AUTO_PROFILE, *list_profiles()])  # auto: the one for the model's family
         except Exception:  # the list is a convenience; a typed name or path works too
             pass
         self.gpu_layers = _spin(-1, 999, special="All layers on the GPU")
