@@ -65,6 +65,10 @@ def self_test(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     _load_llama_first()
     args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["--quantize-worker"]:  # the child `deskhand model convert` quantizes in (app/setup/quantize.py)
+        from app.setup.quantize import worker_main
+
+        return worker_main(args_in[1:])
     if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail
         return self_test(args_in)
     parser = build_parser()

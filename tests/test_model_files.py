@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from app.domain.cancel import CancelToken
@@ -9,6 +12,7 @@ from app.domain.errors import ModelFileError
 from app.engine.gguf_check import read_gguf
 from app.engine.model_files import check_model_files
 from tests.engine_helpers import compact_profile, make_engine
+from tests.fixtures import gguf_models as gm
 
 
 def _err(text, mmproj) -> ModelFileError:
@@ -65,9 +69,19 @@ def test_mmproj_of_another_model(tiny_model_pair, tmp_path, model_factory):
     assert "96-wide embeddings" in e.what and "expects 64" in e.what
 
 
-def test_imagenet_normalisation_is_a_warning(tiny_model_pair, tmp_path, model_factory):
-    files = check_model_files(tiny_model_pair.text, model_factory.mmproj_imagenet(tmp_path))
-    assert len(files.warnings) == 1 and "ImageNet values" in files.warnings[0] and "CLIP" in files.warnings[0]
+def test_imagenet_normalisation_is_an_error_with_the_command_that_fixes_it(tiny_model_pair, tmp_path, model_factory):
+    mmproj = model_factory.mmproj_imagenet(tmp_path)
+    e = _err(tiny_model_pair.text, mmproj)
+    assert "ImageNet values" in e.what and "CLIP" in e.what and "every colour shifted" in e.what
+    assert e.todo == f"Correct the file in place with: deskhand model fix-norm '{mmproj}'"
+    size = mmproj.stat().st_size
+    r = subprocess.run([sys.executable, "-m", "app", "model", "fix-norm", str(mmproj)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "0.485" in r.stdout and "0.48145466" in r.stdout
+    files = check_model_files(tiny_model_pair.text, mmproj)
+    assert files.warnings == () and mmproj.stat().st_size == size
+    assert read_gguf(mmproj).get("clip.vision.image_std") == pytest.approx(list(gm.CLIP_STD))
 
 
 def test_engine_load_reports_file_errors_and_warnings(tiny_model_pair, tmp_path, model_factory):
@@ -75,12 +89,9 @@ def test_engine_load_reports_file_errors_and_warnings(tiny_model_pair, tmp_path,
     with pytest.raises(ModelFileError, match="truncated"):
         make_engine(tiny_model_pair, prof, text_model=str(model_factory.truncated(tiny_model_pair.text, tmp_path))
                     ).load(None, CancelToken())
-    eng = make_engine(tiny_model_pair, prof, mmproj=str(model_factory.mmproj_imagenet(tmp_path)))
-    try:
-        info = eng.load(None, CancelToken())
-    finally:
-        eng.close()
-    assert any("ImageNet" in w for w in info.warnings)
+    with pytest.raises(ModelFileError, match="ImageNet"):
+        make_engine(tiny_model_pair, prof, mmproj=str(model_factory.mmproj_imagenet(tmp_path))).load(None,
+                                                                                                      CancelToken())
 
 
 def test_chat_template_drift_is_reported(tiny_model_pair, tmp_path, model_factory):

@@ -1,5 +1,6 @@
-"""Checks a text model + mmproj pair before loading: the right kinds, one family, matching sizes, expected
-normalisation. The family comes from the profile in use, or from the text model itself when none is given."""
+"""Checks a text model + mmproj pair before loading: the right kinds, one family, matching sizes, the image
+normalisation the vision encoder was trained with (a mismatch is an error with the command that fixes it).
+The family comes from the profile in use, or from the text model itself when none is given."""
 
 from __future__ import annotations
 
@@ -95,12 +96,13 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
     mean, std = profile.image.norm_mean, profile.image.norm_std
     got_mean, got_std = mmproj.get("clip.vision.image_mean"), mmproj.get("clip.vision.image_std")
     if not (_close(got_mean, mean) and _close(got_std, std)):
+        # Every pixel would be shifted by 20–35 levels: the model sees other colours than it was trained on.
         which = "ImageNet values" if _close(got_mean, IMAGENET_MEAN) else f"mean {got_mean} / std {got_std}"
         stats = "CLIP " if _close(list(mean), CLIP_MEAN) else ""
-        warnings.append(
-            f"The mmproj {mmproj.path.name} normalises images with {which}, but this vision encoder was "
-            f"trained with {stats}mean {list(mean)} / std {list(std)}; the model will see colours shifted. "
-            "Fix the file's clip.vision.image_mean/std with gguf-py, or use a corrected mmproj.")
+        raise ModelFileError(
+            f"The mmproj {mmproj.path.name} normalises images with {which}, but this vision encoder was trained "
+            f"with {stats}mean {list(mean)} / std {list(std)}: the model would see every colour shifted.",
+            f"Correct the file in place with: deskhand model fix-norm '{mmproj.path}'")
     size = mmproj.get("clip.vision.image_size")
     if not isinstance(profile.image, DynamicImageSpec) and size not in (None, profile.image.tile_size):
         warnings.append(f"The mmproj {mmproj.path.name} declares {size} px input; this family uses "

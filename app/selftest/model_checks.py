@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app.selftest.report import Failed, Report
+from app.setup.sample_screen import synthetic_screenshot
 
 
 def check_llama(r: Report) -> bool:
@@ -42,20 +43,6 @@ def check_llama(r: Report) -> bool:
     else:
         r.ok("GPU offload", detail)
     return True
-
-
-def synthetic_screenshot(size: tuple[int, int] = (1280, 800)) -> Any:
-    from PIL import Image, ImageDraw
-
-    img = Image.new("RGB", size, (58, 95, 138))
-    d = ImageDraw.Draw(img)
-    d.rectangle((0, size[1] - 32, size[0], size[1]), fill=(30, 30, 36))  # a task bar
-    d.rectangle((120, 90, 760, 520), fill=(245, 245, 245), outline=(20, 20, 20))  # a window
-    d.rectangle((120, 90, 760, 118), fill=(60, 60, 70))
-    d.rectangle((540, 460, 740, 500), fill=(40, 110, 220))  # its button
-    d.text((600, 472), "Save", fill=(255, 255, 255))
-    d.text((140, 140), "Deskhand self-test: a synthetic screenshot", fill=(0, 0, 0))
-    return img
 
 
 def check_model(r: Report, model: str, mmproj: str) -> None:

@@ -102,8 +102,12 @@ if [ "$(cat "$marker" 2>/dev/null)" != "$variant" ] || ! "$VPY" -c 'import llama
       *) say "Building llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS='$CMAKE_ARGS' (several minutes)" ;;
     esac
     mkdir -p "$CACHE"
+    # The source distribution is kept: `deskhand model convert` takes llama.cpp's converter from this very source.
+    SDIST_DIR=${DESKHAND_WHEEL_CACHE:-$HOME/.cache/deskhand-build}/sdist
+    sdist="$SDIST_DIR/llama_cpp_python-$LLAMA_VERSION.tar.gz"
+    [ -f "$sdist" ] || "$VPY" -m pip download -q --no-deps --no-binary :all: -d "$SDIST_DIR" "llama-cpp-python==$LLAMA_VERSION"
     CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
-      "$VPY" -m pip wheel --no-deps --no-binary llama-cpp-python -w "$CACHE" "llama-cpp-python==$LLAMA_VERSION"
+      "$VPY" -m pip wheel --no-deps -w "$CACHE" "$sdist"
     wheel=$(ls "$CACHE"/llama_cpp_python-*.whl | head -n 1)
   else
     say "Using the llama-cpp-python wheel built earlier ($wheel)"

@@ -1,0 +1,98 @@
+"""The download part of `deskhand model convert` against a loopback hub (tests/loopback_hub.py): the checkpoint is
+taken from one commit, resumes after an interruption, a gated repository without a token and a checkpoint of another
+architecture are refused before any weights are fetched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.domain.paths import default_paths
+from app.setup.checkpoint import CheckpointError, inspect_checkpoint
+from app.setup.checkpoint_fetch import fetch_checkpoint, list_checkpoint
+from app.setup.convert_job import ConvertJob, ConvertRequest
+from app.setup.download import DownloadControl, Downloader, DownloadError, Paused
+from app.setup.local_models import registry_file
+from tests.fixtures.hf_checkpoint import checkpoint_files, write_checkpoint
+from tests.loopback_hub import LoopbackHub
+
+REPO = "Hcompany/Holotron-12B"
+SHARD = "model-00001-of-00002.safetensors"
+
+
+@pytest.fixture
+def hub():
+    with LoopbackHub() as h:
+        yield h
+
+
+@pytest.fixture
+def files(tmp_path) -> dict[str, bytes]:
+    return checkpoint_files(write_checkpoint(tmp_path / "source"))
+
+
+def serve(hub, files, repo=REPO, **shard_kw):
+    out = {}
+    for name, data in files.items():
+        out[name] = hub.add(repo, name, data, **(shard_kw if name == SHARD else {}))
+    (hub.add(repo, "modeling.py", b"raise SystemExit('remote code must never be downloaded')"))
+    return out
+
+
+def test_the_checkpoint_resumes_after_an_interruption_from_one_commit(hub, files, tmp_path):
+    served = serve(hub, files, delay=0.01)
+    commit = hub._srv.repos[REPO].commit
+    d = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)
+    remote = list_checkpoint(d, REPO, "main")
+    assert remote.commit == commit and {f.name for f in remote.files} == set(files)  # no *.py
+    assert remote.weight_bytes == sum(len(v) for k, v in files.items() if k.endswith(".safetensors"))
+    control = DownloadControl()
+
+    def pause_mid_shard(i, n, p):
+        if p.filename == SHARD and p.state == "downloading" and p.done > len(files[SHARD]) // 3:
+            control.pause()
+
+    with pytest.raises(Paused):
+        fetch_checkpoint(d, remote, progress=pause_mid_shard, control=control)
+    have = remote.cached_bytes(d)
+    assert 0 < have < remote.size
+
+    again = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)  # a new run: only the files remain
+    folder = fetch_checkpoint(again, list_checkpoint(again, REPO, "main"))
+    assert folder.name == commit and {p.name for p in folder.iterdir()} == set(files)
+    assert all((folder / k).read_bytes() == v for k, v in files.items())
+    gets = hub.blob_requests(served[SHARD])
+    assert gets[-1].status == 206 and int(gets[-1].headers["range"].removeprefix("bytes=").split("-")[0]) > 0
+    assert inspect_checkpoint(folder).weight_bytes == remote.weight_bytes
+    assert not any("modeling.py" in s.path for s in hub.seen)
+
+
+def _job(tmp_path, hub, **kw):
+    paths = default_paths(tmp_path / "home").ensure()
+    return paths, ConvertJob(paths, ConvertRequest(repo=REPO, **kw),
+                             downloader=Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint))
+
+
+def test_a_gated_repository_without_a_token_says_what_to_do(hub, files, tmp_path):
+    serve(hub, files, token="hf_secretTOKEN")
+    paths, job = _job(tmp_path, hub)
+    with pytest.raises(DownloadError) as e:
+        job.run()
+    assert "gated repository (Hcompany/Holotron-12B)" in e.value.what and "needs an access token" in e.value.what
+    assert "deskhand setup --token" in e.value.todo
+    assert not any(s.path.startswith("/lfs/") for s in hub.seen)
+    assert not registry_file(paths).exists() and not paths.settings_file.exists()
+
+
+def test_another_architecture_is_refused_after_config_json_only(hub, files, tmp_path):
+    config = json.loads(files["config.json"])
+    config["architectures"] = ["Qwen2_5_VLForConditionalGeneration"]
+    files["config.json"] = json.dumps(config).encode()
+    served = serve(hub, files)
+    paths, job = _job(tmp_path, hub)
+    with pytest.raises(CheckpointError, match="another architecture"):
+        job.run()
+    fetched = {s.path for s in hub.seen if s.path.startswith("/lfs/")}
+    assert fetched == {f"/lfs/{served['config.json'].sha256}"}  # not a byte of the weights
+    assert not (paths.data / "tools").exists()  # nor the conversion tools
