@@ -80,6 +80,9 @@ def test_missing_weights_and_keys(tmp_path):
     del config["llm_config"]["mamba_head_dim"]
     (folder / "config.json").write_text(json.dumps(config))
     assert "mamba_head_dim" in _err(folder).what
+    shard = write_checkpoint(tmp_path / "ck3") / "model-00002-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-1000])  # the converter would turn this into garbage without an error
+    assert "is truncated" in _err(shard.parent).what
     assert "not a Hugging Face checkpoint" in _err(tmp_path).what
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,29 @@ def _weights(folder: Path, where: str) -> tuple[tuple[str, ...], int]:
     if missing:
         raise CheckpointError(f"{where} is incomplete: {len(missing)} weight file(s) are missing ({missing[0]}…).",
                               "Download the checkpoint again (a download resumes where it stopped).")
+    for n in names:
+        _check_shard(folder / n)
     return tuple(names), sum((folder / n).stat().st_size for n in names)
+
+
+def _check_shard(path: Path) -> None:
+    """The file holds all the tensor data its header declares. The converter memory-maps shards and turns a
+    truncated one into a model of garbage without an error (seen with llama-cpp-python 0.3.36's converter)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n)) if 2 <= n <= min(size, 100 << 20) else None
+    except (OSError, ValueError, struct.error):
+        header = None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path.name} is not a safetensors file (its header cannot be read).",
+                              "Download the checkpoint again.")
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    if size < 8 + n + max(ends, default=0):
+        raise CheckpointError(f"{path.name} is truncated: {size:,} bytes, its header declares "
+                              f"{8 + n + max(ends, default=0):,}.",
+                              "The download was interrupted or damaged: download the checkpoint again.")
 
 
 def inspect_checkpoint(folder: str | Path) -> Checkpoint:

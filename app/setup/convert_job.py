@@ -261,20 +261,14 @@ class ConvertJob:
         self.say(f"Wrote {out.name} ({human_bytes(out.stat().st_size)})")
 
     def _normalise(self, mmproj: Path, ck: Checkpoint) -> str:
-        """The mmproj must normalise images as the checkpoint does; correct it in place if it does not."""
         self.step("normalise", None)
-        info = read_gguf(mmproj, "mmproj")
-        got = (info.get("clip.vision.image_mean"), info.get("clip.vision.image_std"))
-        if _close(got[0], ck.mean) and _close(got[1], ck.std):
+        fixed = fix_normalisation(mmproj, ck.mean, ck.std)
+        if fixed:
+            self.say(f"Corrected the mmproj's image normalisation: {fixed} ({ck.stats_source})")
+        else:
             self.say(f"Image normalisation matches the checkpoint ({ck.stats_source})")
-            self.step("normalise", 1.0, "matches the checkpoint")
-            return ""
-        set_float_array(mmproj, "clip.vision.image_mean", ck.mean)
-        set_float_array(mmproj, "clip.vision.image_std", ck.std)
-        what = f"mean {got[0]} / std {got[1]} → {list(ck.mean)} / {list(ck.std)} ({ck.stats_source})"
-        self.say(f"Corrected the mmproj's image normalisation: {what}")
-        self.step("normalise", 1.0, "corrected")
-        return what
+        self.step("normalise", 1.0, "corrected" if fixed else "matches the checkpoint")
+        return fixed
 
     def _quantize(self, src: Path, out: Path) -> None:
         def report(p: QuantizeProgress) -> None:
@@ -299,6 +293,18 @@ class ConvertJob:
         return tuple(out)
 
 
+def fix_normalisation(mmproj: Path, mean: tuple[float, ...], std: tuple[float, ...]) -> str:
+    """Make the mmproj's clip.vision.image_mean/std the checkpoint's own (in place); "" if they already were,
+    else what was changed."""
+    info = read_gguf(mmproj, "mmproj")
+    got = (info.get("clip.vision.image_mean"), info.get("clip.vision.image_std"))
+    if _close(got[0], mean) and _close(got[1], std):
+        return ""
+    set_float_array(mmproj, "clip.vision.image_mean", mean)
+    set_float_array(mmproj, "clip.vision.image_std", std)
+    return f"mean {got[0]} / std {got[1]} → {list(mean)} / {list(std)}"
+
+
 def _close(a: object, b: tuple[float, ...]) -> bool:
     return isinstance(a, list) and len(a) == len(b) and all(abs(float(x) - y) < 1e-4 for x, y in zip(a, b, strict=True))
 
@@ -313,4 +319,4 @@ def _tensor_count(ck: Checkpoint, vision: bool) -> int:
     return len(names) - text if vision else text
 
 
-__all__ = ["PHASES", "ConvertJob", "ConvertRequest", "ConvertResult", "Step"]
+__all__ = ["PHASES", "ConvertJob", "ConvertRequest", "ConvertResult", "Step", "fix_normalisation"]
