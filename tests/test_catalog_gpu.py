@@ -76,7 +76,7 @@ def test_builtin_catalog_is_valid_and_honest():
     assert holotron.convert_command == "deskhand model convert holotron-12b" and not holotron.recommend
     assert not any(holotron.downloadable(q) for q in holotron.quantizations)
     assert all(not f.verified for f in [q.file for q in holotron.quantizations] + [holotron.mmproj])
-    assert "convert_hf_to_gguf.py" in holotron.how_to_get
+    assert "deskhand model convert --from DIR" in holotron.how_to_get and "Get Holotron-12B…" in holotron.how_to_get
     base = cat.get("nemotron-nano-12b-v2-vl")
     assert base.mmproj.pinned and base.mmproj.verified and not base.recommend
 

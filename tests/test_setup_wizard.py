@@ -249,12 +249,12 @@ def test_an_entry_without_downloads_says_how_to_get_it(make_wizard, tmp_path):
     page = w.choose_page
     page.download.setChecked(True)
     select_entry(page, "holotron-12b")
-    assert "Deskhand cannot download this one" in page.entry_info.text()
-    assert "deskhand model convert holotron-12b" in page.entry_info.text()
+    assert "No GGUF files are published" in page.entry_info.text()
+    assert "deskhand model convert holotron-12b" in page.entry_info.text() and page.get_button.isVisible()
     assert "NVIDIA Open Model License" in page.entry_info.text() and not page.download_button.isEnabled()
     assert page.how_label.isHidden()
     page.entry_info.linkActivated.emit("#how")
-    assert not page.how_label.isHidden() and "convert_hf_to_gguf.py" in page.how_label.text()
+    assert not page.how_label.isHidden() and "llama.cpp converter" in page.how_label.text()
     shot(w, "8-choose-page-not-downloadable", tmp_path)
 
 

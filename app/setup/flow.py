@@ -155,8 +155,8 @@ def what_it_downloads(entry: ModelEntry, quant: Quantization) -> str:
 
 def not_downloadable(entry: ModelEntry) -> DeskhandError:
     if entry.convert_command:
-        return DeskhandError(f"{entry.title} is not downloaded but converted from H Company's checkpoint "
-                             f"(`{entry.convert_command}`, not available in this version).",
-                             entry.how_to_get or "Choose model files you already have.")
+        return DeskhandError(f"{entry.title} has no published GGUF files: Deskhand makes them from H Company's "
+                             "checkpoint.", f"Run `{entry.convert_command}` (or “Get Holotron-12B…” in the setup "
+                             "window).")
     return DeskhandError(f"{entry.title} cannot be downloaded by Deskhand: no download address is known.",
                          entry.how_to_get or "Choose model files you already have.")

@@ -65,7 +65,7 @@ class ChoosePage(QWizardPage):
         grid.setContentsMargins(20, 0, 0, 0)
         self.text_edit, self.mmproj_edit = QLineEdit(), QLineEdit()
         self.text_edit.setPlaceholderText("…/Holotron-12B-Q4_K_M.gguf")
-        self.mmproj_edit.setPlaceholderText("…/mmproj-Holotron-12B-BF16.gguf")
+        self.mmproj_edit.setPlaceholderText("…/mmproj-Holotron-12B-F16.gguf")
         self.text_browse, self.mmproj_browse = QPushButton("Browse…"), QPushButton("Browse…")
         for r, (name, edit, button) in enumerate((("Text model:", self.text_edit, self.text_browse),
                                                   ("Vision projector (mmproj):", self.mmproj_edit,
@@ -94,12 +94,15 @@ class ChoosePage(QWizardPage):
                                         "checked against the hub's own checksum)")
         self.unverified_box.toggled.connect(self._update_buttons)
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
+        self.get_button = QPushButton("Get Holotron-12B…")  # the conversion page (convert_page.py)
+        self.get_button.clicked.connect(self.go_convert)
+        self.want_convert = False
         self.cancel_button = QPushButton("Cancel download")
         self.download_button.clicked.connect(self.start_download)
         self.pause_button.clicked.connect(self.pause_or_resume)
         self.cancel_button.clicked.connect(self.cancel_download)
         buttons = QHBoxLayout()
-        for b in (self.download_button, self.pause_button, self.cancel_button):
+        for b in (self.download_button, self.get_button, self.pause_button, self.cancel_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         self.progress_bar = QProgressBar()
@@ -196,15 +199,17 @@ class ChoosePage(QWizardPage):
             if free is not None:
                 text += f" {human_bytes(free)} free in {html.escape(str(download_folder()))}."
         elif e.convert_command:
-            text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> it is made "
-                     f"from H Company's checkpoint with <code>{html.escape(e.convert_command)}</code>, which is not "
-                     "in this version yet.</span> <a href='#how'>How to get the files…</a>")
+            text += (f"<br><span style='color:{WARN_COLOUR}'><b>No GGUF files are published for this one:</b></span> "
+                     f"Deskhand makes them from H Company's checkpoint (“Get {html.escape(e.title.split(' (')[0])}…” "
+                     f"below, or <code>{html.escape(e.convert_command)}</code>). <a href='#how'>More…</a>")
         else:
             text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> no download "
                      "address is published.</span> <a href='#how'>How to get the files…</a>")
         self.entry_info.setText(text)
         self.how_label.setText(html.escape(e.how_to_get))
         self.how_label.hide()
+        self.get_button.setVisible(bool(e.convert_command) and not e.downloadable(q))
+        self.get_button.setText(f"Get {e.title.split(' (')[0]}…")
         self.unverified_box.setVisible(bool(unverified_files(e, q)))
         self.unverified_box.setChecked(False)
         self.checked["download"] = None
@@ -380,6 +385,15 @@ class ChoosePage(QWizardPage):
 
                 self.ctx.runner.run(discard, lambda _: self._download_failed(Cancelled("cancelled")),
                                   self._download_failed)
+
+    def go_convert(self) -> None:
+        """To the conversion page (the wizard routes there while `want_convert`)."""
+        self.want_convert = True
+        self.wizard().next()
+
+    def nextId(self) -> int:
+        ids = self.wizard().pageIds()
+        return ids[-1] if self.want_convert else super().nextId()  # the conversion page is added last
 
     def isComplete(self) -> bool:
         return self.checked[self.mode] is not None and self.state != "running"

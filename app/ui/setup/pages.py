@@ -82,6 +82,9 @@ class FinishPage(QWizardPage):
         lay.addWidget(self.error)
         lay.addStretch(1)
 
+    def nextId(self) -> int:
+        return -1  # the last page shown (the conversion page, added after it, is reached only from the choice)
+
     def initializePage(self) -> None:
         c = self.ctx.choice()
         if c is None:

@@ -17,6 +17,7 @@ from app.setup.flow import Checked, catalog_for, finish_setup, should_show_setup
 from app.setup.gpu import gpu_report
 from app.ui.setup.choose_page import ChoosePage
 from app.ui.setup.context import Probe, SetupContext, error_html
+from app.ui.setup.convert_page import ConvertPage
 from app.ui.setup.pages import FinishPage, GpuPage
 
 __all__ = ["SetupWizard", "should_show_setup"]
@@ -37,8 +38,9 @@ class SetupWizard(QWizard):
         self.runner = self.context.runner
         self.gpu_page, self.choose_page = GpuPage(self.context), ChoosePage(self.context)
         self.finish_page = FinishPage(self.context)
-        for page in (self.gpu_page, self.choose_page, self.finish_page):
-            self.addPage(page)
+        self.convert_page = ConvertPage(self.context)
+        for page in (self.gpu_page, self.choose_page, self.finish_page, self.convert_page):
+            self.addPage(page)  # the conversion page last: only “Get Holotron-12B…” leads to it
         self.context.choice = self.choice
         self.context.progress.connect(self.choose_page.show_progress)
         self._finishing = False
@@ -72,7 +74,14 @@ class SetupWizard(QWizard):
         self.gpu_page.gpu_label.setText(error_html(exc))
 
     def choice(self) -> Checked | None:
+        if self.choose_page.want_convert:
+            return self.convert_page.checked
         return self.choose_page.checked[self.choose_page.mode]
+
+    def cleanupPage(self, page_id: int) -> None:
+        super().cleanupPage(page_id)
+        if self.page(page_id) is self.convert_page:  # Back from the conversion page
+            self.choose_page.want_convert = False
 
     def accept(self) -> None:
         checked = self.choice()
@@ -95,6 +104,7 @@ class SetupWizard(QWizard):
         self.finish_page.error.setText(error_html(exc))
 
     def reject(self) -> None:
+        self.convert_page.stop()  # a conversion stops; the download is kept and resumes next time
         if self.choose_page.control is not None:
             self.choose_page.control.pause()  # keep what was downloaded; the next setup resumes it
         self.runner.close(wait=False)
