@@ -27,6 +27,17 @@ class Sampler(Protocol):
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
 
 
+def pick(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
+    """A token from masked logits (-inf where forbidden): greedy, or top-k with temperature."""
+    if temperature <= 0.0 or top_k == 1:
+        return int(np.argmax(logits))
+    k = min(top_k if top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
+    top = np.argpartition(-logits, k - 1)[:k]
+    z = logits[top] / temperature
+    p = np.exp(z - z.max())
+    return int(top[rng.choice(k, p=p / p.sum())])
+
+
 class GrammarSampler:
     def __init__(self, rt: LlamaRuntime, grammar: str, temperature: float = 0.0, top_k: int = 1,
                  seed: int = 0) -> None:
@@ -64,14 +75,7 @@ class GrammarSampler:
         arr = llama_cpp.llama_token_data_array(
             data.ctypes.data_as(llama_cpp.llama_token_data_p), self.rt.n_vocab, -1, False)
         llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
-        logits = data["logit"]
-        if self.temperature <= 0.0 or self.top_k == 1:
-            return int(np.argmax(logits))
-        k = min(self.top_k if self.top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
-        top = np.argpartition(-logits, k - 1)[:k]
-        z = logits[top] / self.temperature
-        p = np.exp(z - z.max())
-        return int(top[self._rng.choice(k, p=p / p.sum())])
+        return pick(data["logit"], self.temperature, self.top_k, self._rng)
 
     def sample(self) -> int:
         token = int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))

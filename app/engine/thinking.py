@@ -14,7 +14,7 @@ import llama_cpp
 import numpy as np
 
 from app.engine.llama_runtime import LlamaRuntime
-from app.engine.sampling import GrammarSampler
+from app.engine.sampling import GrammarSampler, pick
 
 
 class ReasoningSampler:
@@ -39,14 +39,7 @@ class ReasoningSampler:
             return t
         logits = np.array(self.rt.logits(), dtype=np.float32)
         logits[self._banned] = -np.inf
-        a = self.answer
-        if a.temperature <= 0.0 or a.top_k == 1:
-            return int(np.argmax(logits))
-        k = min(a.top_k if a.top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
-        top = np.argpartition(-logits, k - 1)[:k]
-        z = logits[top] / a.temperature
-        p = np.exp(z - z.max())
-        return int(top[self._rng.choice(k, p=p / p.sum())])
+        return pick(logits, self.answer.temperature, self.answer.top_k, self._rng)
 
     def sample(self) -> int:
         if self.forced:

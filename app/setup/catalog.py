@@ -231,7 +231,7 @@ def _entry(d: Any) -> ModelEntry:
     qs.sort(key=lambda q: q.file.planning_size or 0)
     return ModelEntry(
         name=name, title=_req(d, "title", str, where), description=str(d.get("description", "")),
-        profile=str(d.get("profile", "holotron-12b")), source_model=str(d.get("source_model", "")),
+        profile=str(d.get("profile", "auto")), source_model=str(d.get("source_model", "")),
         license=License(_req(lic, "name", str, where + " license"), _req(lic, "url", str, where + " license"),
                         str(lic.get("source", ""))),
         quantizations=tuple(qs), mmproj=_file(d.get("mmproj"), f"{where} mmproj"),
