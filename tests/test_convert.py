@@ -18,7 +18,8 @@ from app.domain.paths import default_paths
 from app.engine.gguf_check import read_gguf
 from app.engine.model_files import check_mmproj
 from app.setup.checkpoint import inspect_checkpoint, stage
-from app.setup.convert_job import ConvertJob, ConvertRequest, fix_normalisation
+from app.setup.convert_finish import fix_normalisation
+from app.setup.convert_job import ConvertJob, ConvertRequest
 from app.setup.converter import ConverterError, convert
 from app.setup.download import DownloadControl
 from app.setup.local_models import load_converted, registry_file

@@ -96,3 +96,17 @@ def test_another_architecture_is_refused_after_config_json_only(hub, files, tmp_
     fetched = {s.path for s in hub.seen if s.path.startswith("/lfs/")}
     assert fetched == {f"/lfs/{served['config.json'].sha256}"}  # not a byte of the weights
     assert not (paths.data / "tools").exists()  # nor the conversion tools
+
+
+def test_not_enough_disk_is_said_before_anything_is_downloaded(hub, files, tmp_path, monkeypatch):
+    from app.setup import convert_plan
+    from app.setup.transfer import NotEnoughSpace
+
+    serve(hub, files)
+    monkeypatch.setattr(convert_plan, "_free", lambda path: 2 * 1024 * 1024)  # 2 MiB free
+    _, job = _job(tmp_path, hub)
+    with pytest.raises(NotEnoughSpace) as e:
+        job.run()
+    assert "not enough free disk space to convert this model" in e.value.what
+    assert "to download" in e.value.what and "GGUF files" in e.value.what and "HF_HUB_CACHE" in e.value.todo
+    assert not any(s.path.startswith("/lfs/") for s in hub.seen)

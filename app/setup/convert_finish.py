@@ -1,4 +1,5 @@
-"""The end of a conversion: prove the pair works, register it, and delete what is no longer needed."""
+"""The end of a conversion: the projector's normalisation made right, the pair proven to work and registered, and
+what is no longer needed deleted."""
 
 from __future__ import annotations
 
@@ -13,12 +14,30 @@ from app.domain.errors import ProposalError
 from app.domain.paths import Paths
 from app.domain.settings import Settings
 from app.domain.units import human_bytes
+from app.engine.gguf_check import read_gguf
+from app.engine.gguf_edit import set_float_array
 from app.setup.flow import Checked, check_pair, finish_setup
 from app.setup.gpu import GPUReport
 from app.setup.local_models import ConvertedModel, register_converted
 from app.setup.sample_screen import synthetic_screenshot
 
 VERIFY_TASK = "Click the Save button"
+
+
+def fix_normalisation(mmproj: Path, mean: tuple[float, ...], std: tuple[float, ...]) -> str:
+    """Make the mmproj's clip.vision.image_mean/std the checkpoint's own (in place); "" if they already were,
+    else what was changed."""
+    info = read_gguf(mmproj, "mmproj")
+    got = (info.get("clip.vision.image_mean"), info.get("clip.vision.image_std"))
+    if _close(got[0], mean) and _close(got[1], std):
+        return ""
+    set_float_array(mmproj, "clip.vision.image_mean", mean)
+    set_float_array(mmproj, "clip.vision.image_std", std)
+    return f"mean {got[0]} / std {got[1]} → {list(mean)} / {list(std)}"
+
+
+def _close(a: object, b: tuple[float, ...]) -> bool:
+    return isinstance(a, list) and len(a) == len(b) and all(abs(float(x) - y) < 1e-4 for x, y in zip(a, b, strict=True))
 
 
 def verify_pair(text: Path, mmproj: Path, profile: str, token: CancelToken,

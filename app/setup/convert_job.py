@@ -25,11 +25,9 @@ from app.domain.cancel import CancelToken
 from app.domain.paths import Paths
 from app.domain.settings import Settings, load_settings
 from app.domain.units import human_bytes
-from app.engine.gguf_check import read_gguf
-from app.engine.gguf_edit import set_float_array
 from app.setup.checkpoint import Checkpoint, check_architecture, inspect_checkpoint, stage
 from app.setup.checkpoint_fetch import RemoteCheckpoint, fetch_checkpoint, list_checkpoint
-from app.setup.convert_finish import register, verify_pair
+from app.setup.convert_finish import fix_normalisation, register, verify_pair
 from app.setup.convert_plan import DiskNeed, Layout, check_disk, layout_for, output_bytes
 from app.setup.converter import ConverterProgress, convert
 from app.setup.download import Downloader, DownloadProgress
@@ -293,22 +291,6 @@ class ConvertJob:
         return tuple(out)
 
 
-def fix_normalisation(mmproj: Path, mean: tuple[float, ...], std: tuple[float, ...]) -> str:
-    """Make the mmproj's clip.vision.image_mean/std the checkpoint's own (in place); "" if they already were,
-    else what was changed."""
-    info = read_gguf(mmproj, "mmproj")
-    got = (info.get("clip.vision.image_mean"), info.get("clip.vision.image_std"))
-    if _close(got[0], mean) and _close(got[1], std):
-        return ""
-    set_float_array(mmproj, "clip.vision.image_mean", mean)
-    set_float_array(mmproj, "clip.vision.image_std", std)
-    return f"mean {got[0]} / std {got[1]} → {list(mean)} / {list(std)}"
-
-
-def _close(a: object, b: tuple[float, ...]) -> bool:
-    return isinstance(a, list) and len(a) == len(b) and all(abs(float(x) - y) < 1e-4 for x, y in zip(a, b, strict=True))
-
-
 def _tensor_count(ck: Checkpoint, vision: bool) -> int:
     index = ck.folder / "model.safetensors.index.json"
     try:
@@ -319,4 +301,4 @@ def _tensor_count(ck: Checkpoint, vision: bool) -> int:
     return len(names) - text if vision else text
 
 
-__all__ = ["PHASES", "ConvertJob", "ConvertRequest", "ConvertResult", "Step", "fix_normalisation"]
+__all__ = ["PHASES", "ConvertJob", "ConvertRequest", "ConvertResult", "Step"]
