@@ -110,3 +110,27 @@ def test_not_enough_disk_is_said_before_anything_is_downloaded(hub, files, tmp_p
     assert "not enough free disk space to convert this model" in e.value.what
     assert "to download" in e.value.what and "GGUF files" in e.value.what and "HF_HUB_CACHE" in e.value.todo
     assert not any(s.path.startswith("/lfs/") for s in hub.seen)
+
+
+def test_cli_takes_the_base_model_at_its_pinned_commit_and_asks_before_installing_tools(hub, files, tmp_path):
+    """`deskhand model convert nemotron-nano-12b-v2-vl`: NVIDIA's BF16 repository at the commit Deskhand pins; the
+    checkpoint's config is checked, then, with no terminal and no --yes, it stops at the tools' size and asks."""
+    import os
+    import subprocess
+    import sys
+
+    from app.setup.convert_plan import SOURCES
+
+    repo = "nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16"
+    pinned = SOURCES[repo][0]
+    for name, data in files.items():
+        hub.add(repo, name, data, commit=pinned)
+    env = os.environ | {"HF_ENDPOINT": hub.endpoint, "DESKHAND_HOME": str(tmp_path / "home"),
+                        "HF_HUB_CACHE": str(tmp_path / "hub")}
+    r = subprocess.run([sys.executable, "-m", "app", "model", "convert", "nemotron-nano-12b-v2-vl"], env=env,
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{repo} @ {pinned}" in r.stdout and f"{repo} at commit {pinned}" in r.stdout
+    assert "Converting needs a one-time download of about 1.2 GiB" in r.stderr and "--yes" in r.stderr
+    assert any(s.path.startswith(f"/{repo}/resolve/{pinned}/config.json") for s in hub.seen)
+    assert not (tmp_path / "home" / "data" / "tools").exists()

@@ -72,7 +72,8 @@ def test_get_holotron_converts_with_progress_stop_and_resume(make_wizard, qtbot,
 
     assert page.clean_button.isVisible()
     qtbot.mouseClick(page.clean_button, qtbot_button())
-    qtbot.waitUntil(lambda: "freed" in page.status.text(), timeout=30000)
+    qtbot.waitUntil(lambda: "freed" in page.status.text() or "✗" in page.status.text(), timeout=30000)
+    assert "freed" in page.status.text(), page.status.text()
     assert not (home.models / "Holotron-12B" / "work").exists()
     assert not list((storage_folder(hub_cache(), REPO) / "snapshots").glob("*"))  # the checkpoint is deleted
     assert read_gguf(entry.text).complete and read_gguf(entry.mmproj).complete  # the pair stays

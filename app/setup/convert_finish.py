@@ -96,8 +96,10 @@ def delete_intermediates(items: tuple[tuple[str, Path, int], ...], cache: Path |
 def _delete_cached_revision(repo_at: str, cache: Path | None) -> int:
     from huggingface_hub import scan_cache_dir
 
+    from app.setup.hub import hub_cache
+
     repo, _, commit = repo_at.partition("@")
-    info = scan_cache_dir(cache)
+    info = scan_cache_dir(cache or hub_cache())  # the cache as the environment says now, as downloads use it
     commits = [r.commit_hash for c in info.repos if c.repo_id == repo for r in c.revisions if r.commit_hash == commit]
     if not commits:
         return 0
