@@ -21,8 +21,16 @@ def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles:
     out = data["output"]
     out["note"]["maxLength"] = chars
     out["thought"]["maxLength"] = chars
+    strip = base != "holotron-12b"  # the tiny byte-level tokenizer makes every character of H's descriptions a token
+    for field in ("note", "thought"):
+        if strip:
+            out[field].pop("description", None)
     for tool in out["tools"]:
+        if strip:
+            tool.pop("description", None)
         for spec in tool["properties"].values():
+            if strip:
+                spec.pop("description", None)
             if "maxLength" in spec:
                 spec["maxLength"] = chars
             if spec.get("items", {}).get("maxLength"):
