@@ -163,7 +163,7 @@ class ConvertJob:
         model = ConvertedModel(self.req.name, self.req.title, str(lay.text), str(lay.mmproj), self.req.quant, source,
                                self.tools.version, datetime.datetime.now().isoformat(timespec="seconds"), check)
         settings = register(self.paths, load_settings(self.paths.settings_file).settings, model, checked, self.gpu)
-        self.step("register", 1.0, str(self.paths.settings_file))
+        self.step("register", 1.0, "the pair is in use")
         return ConvertResult(model, checked, lay, fixed, self._intermediates(remote), settings, dict(self.seconds))
 
     def _timed(self, phase: str, fn: Callable[[], T]) -> T:

@@ -88,7 +88,7 @@ class ConvertPage(QWizardPage):
         self.log_view = QPlainTextEdit()
         self.log_view.setReadOnly(True)
         self.log_view.setMaximumBlockCount(400)
-        self.log_view.setMinimumHeight(90)
+        self.log_view.setMinimumHeight(70)
         lay = QVBoxLayout(self)
         lay.addLayout(grid)
         lay.addWidget(self.plan_label)
@@ -189,8 +189,8 @@ class ConvertPage(QWizardPage):
         if item.fraction == 1.0 and item.phase not in self.done_phases:
             self.done_phases.append(item.phase)
         self.bar.setValue(int(1000 * (item.fraction or 0.0)))
-        done = "".join(f"<span style='color:{OK_COLOUR}'>✓ {html.escape(PHASES[p])}</span><br>"
-                       for p in self.done_phases if p != item.phase)
+        done = " · ".join(f"✓ {html.escape(PHASES[p])}" for p in self.done_phases if p != item.phase)
+        done = f"<span style='color:{OK_COLOUR}'>{done}</span><br>" if done else ""
         self.phase_label.setText(f"{done}<b>{html.escape(item.describe())}</b>")
 
     def _finished(self, result: ConvertResult) -> None:
