@@ -15,7 +15,19 @@ from typing import Any, Protocol
 
 from app.desktop.input_backend import InputBackend, RecordingBackend
 from app.domain import geometry
-from app.domain.actions import INPUT_ACTIONS, Action, Click, Drag, KeyPress, Move, Scroll, Wait, Write, points_of
+from app.domain.actions import (
+    INPUT_ACTIONS,
+    Action,
+    Click,
+    Drag,
+    KeyPress,
+    Move,
+    Scroll,
+    Wait,
+    Write,
+    check_typable,
+    points_of,
+)
 from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
 from app.domain.geometry import Framed
@@ -205,6 +217,8 @@ class InputExecutor:
             if not geometry.points_inside(path, shot.layout):
                 raise ActionError(f"The drag from {targets[0]} to {targets[1]} would leave the screens.",
                                   "Drag between points whose straight path stays on the monitors.")
+        if isinstance(action, Write):
+            action = Write(check_typable(action.text), action.clear, action.press_enter, action.point, action.element)
         token.check()
         if isinstance(action, Wait):
             self._wait(action.seconds)
