@@ -62,7 +62,7 @@ def first_word(argv: Sequence[str]) -> tuple[int, str | None]:
 
 def _globals_first(argv: Sequence[str], at: int) -> list[str]:
     """`deskhand doctor --base-dir DIR` means `deskhand --base-dir DIR doctor`: global options move in front."""
-    before, after, i = list(argv[:at + 1]), [], at + 1
+    before, after, i = list(argv[:at + 1]), list[str](), at + 1
     while i < len(argv):
         a = argv[i]
         if a == "--":
