@@ -154,5 +154,8 @@ def test_a_full_disk_is_reported_and_earlier_steps_stay(tiny_disk):
     assert "the disk is full" in err.value.what and "Free some disk space" in err.value.todo
     assert saved >= 1
     steps = run_steps(r.con, run)
-    assert [s["step"] for s in steps] == list(range(1, saved + 1))
+    # the step whose screenshot did not fit still has its row (the report's defect 13), and no partial file stays
+    assert [s["step"] for s in steps] == list(range(1, saved + 2))
+    assert steps[-1]["screenshot"] is None and "the disk is full" in steps[-1]["error"]
+    assert not [p for p in (tiny_disk / "runs" / str(run)).iterdir() if p.suffix == ".tmp"]
     r.close()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history_recovery import open_recorder
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
@@ -124,15 +125,18 @@ class AgentWorker:
 
     # ------------------------------------------------------------------ the thread
     def _main(self) -> None:
+        self._recorder, notices = open_recorder(self.paths.database, self.paths.runs)
+        for text in notices:
+            self.sink(ev.Notice(0, text))
         try:
-            self._recorder = Recorder(self.paths.database, self.paths.runs)
-            self.interrupted_runs = self._recorder.mark_interrupted()
+            if self._recorder is not None:
+                self.interrupted_runs = self._recorder.mark_interrupted()
             if self.interrupted_runs:  # the UI says so once; History lists them as "interrupted"
                 n = self.interrupted_runs
                 self.sink(ev.Notice(0, f"{n} run{'s were' if n > 1 else ' was'} cut short when Deskhand last closed "
                                        f"or crashed; History lists {'them' if n > 1 else 'it'} as interrupted."))
         except DeskhandError as exc:
-            log.error("run records unavailable: %s", exc)
+            log.error("run records: %s", exc)
         while True:
             cmd, arg = self._queue.get()
             if cmd == "quit":
@@ -174,9 +178,7 @@ class AgentWorker:
         executor: Executor | None = None
         try:
             if self._recorder is not None:
-                if settings.retention_days:
-                    self._recorder.apply_retention(settings.retention_days)
-                run_id = self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+                run_id = self._start_record(task, settings)
             with self._lock:
                 self._current = _Current(run_id, token)
             self.sink(ev.RunStarted(run_id, task))
@@ -206,6 +208,17 @@ class AgentWorker:
             with self._lock:
                 if self._current is not None and self._current.token is token:
                     self._current = None
+
+    def _start_record(self, task: str, settings: Settings) -> int:
+        """The run's id in the history; 0 (the run goes on unrecorded) when the database refuses it."""
+        assert self._recorder is not None
+        try:
+            if settings.retention_days:
+                self._recorder.apply_retention(settings.retention_days)
+            return self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+        except DeskhandError as exc:
+            self.sink(ev.Notice(0, f"This run is not recorded: {exc}"))
+            return 0
 
     def _executor(self, token: CancelToken, capturer: Capturer, settings: Settings) -> tuple[Executor, Any]:
         if self.executor_factory is not None:

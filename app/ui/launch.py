@@ -64,6 +64,8 @@ def launch(argv: Sequence[str]) -> int:
         return 0
     if args.base_dir:
         os.environ[BASE_DIR_ENV] = args.base_dir  # default_paths and any child process see the same folder
+    if hasattr(os, "umask"):
+        os.umask(0o077)  # every file the app writes (log, history, screenshots, exports) is for this user only
     from app.desktop.display import check_display, declare_dpi_awareness
 
     try:
