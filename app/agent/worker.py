@@ -181,6 +181,7 @@ class AgentWorker:
                 run_id = self._start_record(task, settings)
             with self._lock:
                 self._current = _Current(run_id, token)
+            log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
             self.sink(ev.RunStarted(run_id, task))
             engine = self._ensure_engine(settings, run_id, token)
             cfg = run_config(settings)
@@ -240,6 +241,7 @@ class AgentWorker:
     def _emit(self, event: ev.Event) -> None:
         """The run's events to the UI; when a run ends, a new task is accepted before anyone hears so."""
         if isinstance(event, ev.RunFinished):
+            log.info("run %s ended: %s after %d step(s)", event.run_id, event.outcome, event.steps)
             with self._lock:
                 self._current = None
         self.sink(event)

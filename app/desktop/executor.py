@@ -100,6 +100,11 @@ class InputExecutor:
     def close(self) -> None:
         self.backend.close()
 
+    @property
+    def events_sent(self) -> int:
+        """Primitive events injected by the current (or last) action: what a stop mid-action had done."""
+        return self._events
+
     # ------------------------------------------------------------------ primitives, each after the checks
 
     def _check(self) -> None:
