@@ -20,6 +20,7 @@ from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor, Executor
+from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
@@ -124,7 +125,24 @@ class AgentWorker:
             self._thread.join(timeout)
 
     # ------------------------------------------------------------------ the thread
+    def _release_left_over(self) -> None:
+        """A Deskhand killed mid-action may have left a button or key down: release it at start, not at the
+        first action (the user may not start a run for a while, with the mouse button stuck)."""
+        if self.dry_run or self.executor_factory is not None or not (self.paths.data / HELD_FILE).exists():
+            return
+        try:
+            from app.desktop.pynput_backend import PynputBackend
+
+            backend = PynputBackend()
+            try:
+                release_left_over(self.paths.data / HELD_FILE, backend)
+            finally:
+                backend.close()
+        except Exception:  # no display yet: the first run's executor tries again
+            log.warning("could not release the input a previous Deskhand left held", exc_info=True)
+
     def _main(self) -> None:
+        self._release_left_over()
         self._recorder, notices = open_recorder(self.paths.database, self.paths.runs)
         for text in notices:
             self.sink(ev.Notice(0, text))
@@ -230,7 +248,7 @@ class AgentWorker:
         from app.desktop.stops import Stops, StopsConfig
 
         stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
-        return pynput_executor(guard=stops), stops
+        return pynput_executor(guard=stops, held_file=self.paths.data / HELD_FILE), stops
 
     def _fail(self, run_id: int, outcome: str, message: str) -> None:
         if self._recorder is not None and run_id:
