@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from app.domain.paths import BASE_DIR_ENV, default_paths
 
@@ -53,6 +54,16 @@ def _stop_on_signals(quit_fn: object) -> object:
 
     notifier.activated.connect(woke)
     return (notifier, reader, writer)
+
+
+def listen_to_later_launches(server: Any, app: Any) -> Any:
+    """A later `deskhand` is heard once no step acts and no run goes on: its window must not take the keyboard
+    focus from the window a step types into (the report's defect 5)."""
+    from app.ui.single_instance import HeldWhileBusy
+
+    held = HeldWhileBusy(app.handle_instance_message, lambda: bool(app.hider.hidden or app.host.busy), app)
+    server.received.connect(held.receive)
+    return held
 
 
 def launch(argv: Sequence[str]) -> int:
@@ -120,7 +131,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     reporter.install()
     notices = tuple(n for n in (warning, DRY_RUN_NOTICE if args.dry_run else "") if n)
     app = Application(paths, loaded, dry_run=args.dry_run, notices=notices)  # type: ignore[arg-type]
-    server.received.connect(app.handle_instance_message)
+    keep_held = listen_to_later_launches(server, app)
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
@@ -134,5 +145,5 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
         server.close()
         reporter.uninstall()
         signal.set_wakeup_fd(-1)
-        del keep
+        del keep, keep_held
     return rc
