@@ -234,3 +234,16 @@ def test_no_keyring_backend_gives_a_clear_error(monkeypatch):
     with pytest.raises(secrets.SecretStoreError) as err:
         secrets.set_secret("hf_x")
     assert "no secure secret store" in err.value.what and "GNOME Keyring" in err.value.todo
+
+
+def test_a_file_at_its_final_name_with_the_right_size_but_wrong_content_is_not_reported_verified(
+        server, payload, tmp_path):
+    server.serve("/m.gguf", payload)
+    spec = spec_for(server, "/m.gguf", payload)
+    wrong = bytearray(payload)
+    wrong[len(wrong) // 2] ^= 0xFF  # one flipped byte: same size, other content
+    (tmp_path / "model.gguf").write_bytes(bytes(wrong))
+    result = Downloader(tmp_path).download(spec)
+    assert len(server.seen) == 1, "the damaged file was taken as the model"
+    assert result.verified and result.sha256 == hashlib.sha256(payload).hexdigest()
+    assert (tmp_path / "model.gguf").read_bytes() == payload
