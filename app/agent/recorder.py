@@ -128,6 +128,16 @@ def _disk_error(exc: Exception, what: str) -> DeskhandError:
         else "Check the data folder's permissions in `deskhand doctor`.")
 
 
+INSERT_STEP = (
+    "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, monitor, observation,"
+    " raw_output, note, thought, action, description, verdict, reason, risky, decision, edited_action, feedback,"
+    " executed, timings, counters, error) VALUES (" + ", ".join("?" * 24) + ")")
+
+
+def _joined(error: str, note: str) -> str:
+    return f"{error}; {note}" if error else note
+
+
 class LockedError(DeskhandError):
     """Another program holds the database: what could not be written is kept and written later."""
 
@@ -141,6 +151,7 @@ class Recorder:
         _private(db)
         # rows another program's lock kept out, oldest first: written before anything newer
         self.pending: list[tuple[str, tuple[Any, ...]]] = []
+        self.no_space_run = 0  # the run in which the disk filled up: no more screenshots for it
 
     def close(self) -> None:
         with contextlib.suppress(DeskhandError):
@@ -170,12 +181,21 @@ class Recorder:
         self.flush(what)
 
     def flush(self, what: str = "the steps kept from earlier") -> None:
-        """Write the rows a lock kept out. Raises LockedError (rows still kept) while the lock lasts."""
+        """Write the rows a lock (or a full disk) kept out; they stay kept, in order, while it lasts."""
         if not self.pending:
             return
-        with self._tx(what) as c:
-            for sql, args in self.pending:
-                c.execute(sql, args)
+        for last_try in (False, True):
+            try:
+                with self._tx(what) as c:
+                    for sql, args in self.pending:
+                        c.execute(sql, args)
+                break
+            except DeskhandError as exc:
+                if last_try or "disk is full" not in exc.what:
+                    raise
+                # the write-ahead log is what grows: folding it into the database gives its room back
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.pending.clear()
 
     def mark_interrupted(self) -> int:
@@ -219,22 +239,36 @@ class Recorder:
         """The row is written even when its screenshot cannot be (a full disk): it is the smaller and the more
         important part. A lock keeps the row for later (LockedError says so)."""
         problem: DeskhandError | None = None
-        try:
-            shot = self._save_image(run_id, rec, private)
+        try:  # once the disk was full in this run, screenshots wait: the rows need the little room left
+            shot = self._save_image(run_id, rec, private or self.no_space_run == run_id)
+            if shot is None and self.no_space_run == run_id and rec.image is not None:
+                rec = replace(rec, error=_joined(rec.error, "screenshot not saved: the disk was full"))
         except OSError as exc:
             shot, problem = None, _disk_error(exc, f"the screenshot of step {rec.step}")
+            if _full(exc):
+                self.no_space_run = run_id
             note = f"screenshot not saved: {'the disk is full' if _full(exc) else exc.strerror or exc}"
-            rec = replace(rec, error=f"{rec.error}; {note}" if rec.error else note)
+            rec = replace(rec, error=_joined(rec.error, note))
         w, h = (rec.image.size if rec.image is not None else (None, None))
-        self._write(f"step {rec.step}",
-                    "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, "
-                    "monitor, observation, raw_output, note, thought, action, description, verdict, reason, risky, "
-                    "decision, edited_action, feedback, executed, timings, counters, error)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
-                     rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
-                     rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
-                     _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), rec.error))
+
+        def row(shot: str | None, error: str) -> tuple[Any, ...]:
+            return (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
+                    rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
+                    rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
+                    _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), error)
+
+        try:
+            self._write(f"step {rec.step}", INSERT_STEP, row(shot, rec.error))
+        except DeskhandError as exc:
+            if shot is None or "disk is full" not in exc.what:
+                raise
+            # no room for the row: its screenshot gives its room back (the row is what tells what happened)
+            self.pending.pop()
+            with contextlib.suppress(OSError):
+                (self.runs_dir / str(run_id) / shot).unlink()
+            self.no_space_run = run_id
+            self._write(f"step {rec.step}", INSERT_STEP,
+                        row(None, _joined(rec.error, "screenshot not saved: the disk is full")))
         if problem is not None:
             raise problem
 
