@@ -75,8 +75,6 @@ def launch(argv: Sequence[str]) -> int:
         return 0
     if args.base_dir:
         os.environ[BASE_DIR_ENV] = args.base_dir  # default_paths and any child process see the same folder
-    if hasattr(os, "umask"):
-        os.umask(0o077)  # every file the app writes (log, history, screenshots, exports) is for this user only
     from app.desktop.display import check_display, declare_dpi_awareness
 
     try:
@@ -88,12 +86,16 @@ def launch(argv: Sequence[str]) -> int:
     from app.ui.messages import close_logging, setup_logging
 
     log_path = setup_logging(paths.logs)
+    with contextlib.suppress(OSError):
+        os.chmod(log_path, 0o600)  # the log names windows and steps: this user's only (defect 7)
     status = check_display()
     if not status.usable:
         log.error("no usable display: %s", status.what)
         print(f"deskhand: {status.what}\n→ {status.todo}", file=sys.stderr)
         return 2
     declare_dpi_awareness()
+    if hasattr(os, "umask"):
+        os.umask(0o077)  # every file the app writes from here on (log, history, screenshots, exports): this user's
     task = " ".join(args.task).strip()
     try:
         return _run(args, paths, task, log_path, status.warning)
