@@ -160,3 +160,30 @@ def test_the_server_refuses_another_users_connection(qtbot, tmp_path):
     finally:
         server.close()
         shutil.rmtree(shared)
+
+
+@pytest.mark.xdisplay
+def test_the_launched_app_keeps_its_folders_log_and_history_private(private_x, tmp_path):
+    """Defect 7 as a user meets it: `deskhand --base-dir DIR` started for real; nothing in DIR is open to others."""
+    from tests.test_ui_launch import App
+
+    if missing_tools("xdotool") or not (REPO / ".venv" / "bin" / "deskhand").exists():
+        pytest.skip("needs xdotool and the installed .venv/bin/deskhand")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "DESKHAND_HOME")}
+    env.update(DISPLAY=private_x, QT_QPA_PLATFORM="xcb", XDG_RUNTIME_DIR=str(runtime), PYNPUT_BACKEND="xorg",
+               DBUS_SESSION_BUS_ADDRESS="disabled:", PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    app = App(tmp_path / "home", env)
+    try:
+        app.wait_log("ready: the event loop runs")
+        from tests.desktop import wait_until
+
+        wait_until(lambda: (tmp_path / "home" / "data" / "runs.sqlite3").exists(), 20, "the history database")
+        open_to_others = [f"{p} {oct(stat.S_IMODE(p.stat().st_mode))}" for p in (tmp_path / "home").rglob("*")
+                          if stat.S_IMODE(p.stat().st_mode) & 0o077]
+        assert open_to_others == []
+        app.proc.terminate()  # SIGTERM: the app quits cleanly (the setup assistant is open: no model here)
+        assert app.wait(30) == 0, app.output()
+    finally:
+        app.kill()
