@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -18,7 +19,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="deskhand",
+        usage="deskhand [--base-dir DIR] [--dry-run] [\"task text\"]   (the desktop app)\n"
+              "       deskhand [--base-dir DIR] COMMAND [options]     (on the command line)",
         description="Deskhand operates your computer with a local vision-language model, one approved step at a time.",
+        epilog='With no COMMAND, `deskhand` opens the app; `deskhand "open the invoices folder"` opens it with that '
+               "task (or hands the task to the app that already runs). A task of one word is taken for a mistyped "
+               'command; write it after --, as in `deskhand -- "word"`. Global options may stand before or after '
+               "COMMAND. `deskhand COMMAND --help` explains each command.",
     )
     parser.add_argument("--version", action="version", version=f"deskhand {__version__}")
     parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (tests, portable use)")
@@ -30,10 +37,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _is_subcommand(argv: Sequence[str], parser: argparse.ArgumentParser) -> bool:
+GLOBAL_VALUE_OPTIONS = ("--base-dir",)  # global options that take a value: their value is not a command
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    words = [a for a in argv if not a.startswith("-")]
-    return bool(words) and words[0] in sub.choices
+    return list(sub.choices)
+
+
+def first_word(argv: Sequence[str]) -> tuple[int, str | None]:
+    """The index and text of the first word that is neither an option nor an option's value (None after --)."""
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+        elif a == "--":
+            return i, None
+        elif a in GLOBAL_VALUE_OPTIONS:
+            skip = True
+        elif not a.startswith("-"):
+            return i, a
+    return len(argv), None
+
+
+def _globals_first(argv: Sequence[str], at: int) -> list[str]:
+    """`deskhand doctor --base-dir DIR` means `deskhand --base-dir DIR doctor`: global options move in front."""
+    before, after, i = list(argv[:at + 1]), list[str](), at + 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            after += argv[i:]
+            break
+        if a in GLOBAL_VALUE_OPTIONS and i + 1 < len(argv):
+            before[at:at] = [a, argv[i + 1]]
+            at += 2
+            i += 2
+            continue
+        if a.split("=", 1)[0] in GLOBAL_VALUE_OPTIONS:
+            before.insert(at, a)
+            at += 1
+        else:
+            after.append(a)
+        i += 1
+    return before + after
+
+
+def looks_like_a_command(word: str, commands: Sequence[str]) -> str | None:
+    """The command a lone word was probably meant to be ("doctr" -> "doctor"), or None."""
+    if " " in word or not word.isascii() or not word.replace("-", "").isalpha():
+        return None
+    match = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.6)
+    return match[0] if match else None
 
 
 def _load_llama_first() -> None:
@@ -72,13 +126,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail
         return self_test(args_in)
     parser = build_parser()
-    if args_in and (_is_subcommand(args_in, parser) or args_in[0] in ("-h", "--help", "--version")):
-        args = parser.parse_args(args_in)
+    commands = _commands(parser)
+    at, word = first_word(args_in)
+    if any(a in ("-h", "--help", "--version") for a in args_in[:at]) or (word is not None and word in commands):
+        args = parser.parse_args(_globals_first(args_in, at) if word in commands else args_in)
         if args.base_dir:
             import os
 
             os.environ["DESKHAND_HOME"] = args.base_dir
         return int(args.func(args) or 0)
+    if word is not None and [a for a in args_in[at:] if not a.startswith("-")] == [word]:
+        meant = looks_like_a_command(word, commands)
+        if meant is not None or (word.isascii() and word.isalpha() and word.islower()):
+            hint = f" Did you mean `deskhand {meant}`?" if meant else ""
+            print(f"deskhand: “{word}” is not a Deskhand command.{hint}\n→ Commands: {', '.join(commands)}. "
+                  f'To start a task of one word, write `deskhand -- "{word}"`.', file=sys.stderr)
+            return 2
     return main_gui(args_in)
 
 

@@ -42,6 +42,7 @@ class ScriptedEngine:
     loads: int = 0
     closed: bool = False
     gate: threading.Event | None = None  # when set by the test, proposals wait for it
+    keep_images: bool = True  # False: `seen` holds no pixels (long runs and memory measurements)
 
     def load(self, progress: ProgressFn | None, token: CancelToken) -> EngineInfo:
         self.loads += 1
@@ -53,7 +54,7 @@ class ScriptedEngine:
 
     def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
                 on_text: TextFn | None = None) -> Proposal:
-        image = observation.image.copy() if observation.image is not None else None
+        image = observation.image.copy() if observation.image is not None and self.keep_images else None
         self.seen.append(Seen(task, observation.feedback, image, len(history)))
         if self.gate is not None:
             while not self.gate.wait(0.02):

@@ -209,6 +209,17 @@ def test_no_keyring_backend_gives_a_clear_error():
     assert "no secure secret store" in err.value.what and "GNOME Keyring" in err.value.todo
 
 
+def test_a_cached_file_with_the_right_size_but_wrong_content_is_not_reported_verified(hub, payload, tmp_path):
+    f = hub.add(REPO, "model.gguf", payload)
+    first = downloader(hub, tmp_path).download(spec("model.gguf", payload))
+    wrong = bytearray(payload)
+    wrong[len(wrong) // 2] ^= 0xFF  # one flipped byte: same size, other content
+    first.path.resolve().write_bytes(bytes(wrong))
+    again = downloader(hub, tmp_path).download(spec("model.gguf", payload))
+    assert len(hub.blob_requests(f)) == 2, "the damaged file was taken as the model"
+    assert again.verified and again.sha256 == f.sha256 and again.path.read_bytes() == payload
+
+
 class socket_closed:
     """An endpoint on a port nothing listens on."""
 

@@ -133,7 +133,9 @@ def test_loop_guard_asks_after_n_identical_proposals():
 def test_rules_file_lives_in_resources_and_loads(tmp_path, monkeypatch):
     assert resource_path("risk_rules.json").is_file()
     rules = load_rules()
-    assert frozenset(("alt", "f4")) in rules.risky_keys
+    from app.desktop.key_sending import sent_combo
+
+    assert sent_combo(("alt", "f4")) in rules.risky_keys  # stored as the keys they send
     monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)  # a PyInstaller build
     assert resource_root() == Path(tmp_path) / "resources"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -154,5 +155,28 @@ def test_a_full_disk_is_reported_and_earlier_steps_stay(tiny_disk):
     assert "the disk is full" in err.value.what and "Free some disk space" in err.value.todo
     assert saved >= 1
     steps = run_steps(r.con, run)
-    assert [s["step"] for s in steps] == list(range(1, saved + 1))
+    # the step whose screenshot did not fit still has its row (the report's defect 13), and no partial file stays
+    assert [s["step"] for s in steps] == list(range(1, saved + 2))
+    assert steps[-1]["screenshot"] is None and "the disk is full" in steps[-1]["error"]
+    assert not [p for p in (tiny_disk / "runs" / str(run)).iterdir() if p.suffix == ".tmp"]
+    r.close()
+
+
+def test_rows_a_full_disk_kept_out_are_written_once_there_is_room_again(tiny_disk):
+    r = Recorder(tiny_disk / "runs.sqlite3", tiny_disk / "runs")
+    run = r.start_run("t", "m", {}, private=False)
+    filler = tiny_disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb", buffering=0) as f:  # fill the disk to the last byte
+        while True:
+            f.write(b"\0" * 4096)
+    noisy = Image.effect_noise((160, 160), 100).convert("RGB")
+    for n in (1, 2, 3):
+        with pytest.raises(DeskhandError, match="the disk is full"):
+            r.add_step(run, StepRecord(n, image=noisy, thought=f"t{n}", decision="approve"))
+    filler.unlink()  # the user frees some space
+    r.add_step(run, StepRecord(4, image=noisy, thought="t4", decision="approve"))
+    r.finish_run(run, "answered")
+    steps = run_steps(r.con, run)
+    assert [s["step"] for s in steps] == [1, 2, 3, 4] and steps[0]["screenshot"] is None
+    assert "the disk is full" in steps[0]["error"]
     r.close()

@@ -17,13 +17,14 @@ from typing import Any, Protocol
 from PIL import Image
 
 from app.agent.approval import Decision, DecisionGate
-from app.agent.policy import PolicyConfig, Verdict, decide
+from app.agent.policy import PolicyConfig, Verdict, decide, sensitive
 from app.agent.recorder import Recorder, StepRecord
+from app.agent.run_memory import let_go_of_old_images, redact
 from app.desktop.capture import CaptureConfig, Screenshot, StaleTargetError
 from app.desktop.executor import Executor, Outcome
 from app.desktop.stops import UserInputDetected
 from app.domain import events as ev
-from app.domain.actions import Action, Answer, AskUser, Wait, target_of, tool_call_of
+from app.domain.actions import Action, Answer, AskUser, Wait, Write, target_of, tool_call_of
 from app.domain.cancel import AnyOf, CancelToken
 from app.domain.errors import ActionError, Cancelled, DeskhandError, ProposalError
 from app.domain.proposal import Observation, PastStep, Proposal
@@ -52,6 +53,9 @@ class RunConfig:
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     private: bool = False  # store no screenshots
     prefetch: bool = True  # evaluate the next step's prefix while the user decides
+    # screenshots the history keeps in full: the prompt shows the last few as images (3 for Holotron), older ones
+    # are placeholders whose embeddings the engine has cached; ~8 MB each at 1080p, so the rest are let go
+    images_kept: int = 5
 
 
 def encode_view(image: Image.Image, max_width: int = 0) -> bytes:
@@ -84,6 +88,8 @@ class Run:
         self.sink, self.gate, self.token, self.pause = sink, gate, token, pause
         self.history: list[PastStep] = []
         self.proposed: list[Action] = []
+        self.secrets: set[str] = set()  # typed into password-like fields, or answers to such questions
+        self.stopped_acting = False  # a stop came while the executor performed a step (so it is partly done)
         self.auto_approve = config.policy.auto_approve
         self.on_user_input_resume = on_user_input_resume
 
@@ -94,9 +100,14 @@ class Run:
         except Exception:  # a broken listener must not end the run
             log.exception("event sink failed for %s", type(event).__name__)
 
+    def remember(self, past: PastStep) -> None:
+        self.history.append(past)
+        let_go_of_old_images(self.history, self.cfg.images_kept)
+
     def record(self, rec: StepRecord) -> None:
         if self.recorder is None:
             return
+        rec = redact(rec, self.secrets)
         try:
             self.recorder.add_step(self.run_id, rec, self.cfg.private)
         except DeskhandError as exc:
@@ -129,8 +140,8 @@ class Run:
                 step += 1
             return self.finish("step_limit", "", f"Stopped after {self.cfg.step_limit} steps (the step limit). "
                                "Raise it in Settings if the task needs more.", step - 1)
-        except Cancelled as exc:
-            return self.finish("stopped", "", stopped_message(exc), step - 1)
+        except Cancelled as exc:  # a step stopped while it acted counts: it was recorded, and it did something
+            return self.finish("stopped", "", stopped_message(exc), step if self.stopped_acting else step - 1)
         except DeskhandError as exc:
             return self.finish("failed", "", str(exc), step - 1)
 
@@ -168,7 +179,7 @@ class Run:
         self.publish(ev.ProposalFailed(self.run_id, st.n, exc.what, exc.raw))
         self.record(StepRecord(st.n, st.attempt, st.shot.image, st.shot.as_json(), st.feedback, exc.raw,
                                verdict="invalid", error=str(exc)))
-        self.history.append(PastStep(obs, exc.raw))
+        self.remember(PastStep(obs, exc.raw))
         return f"Your last answer could not be used: {exc.what} Reply with one valid JSON object."
 
     def handle(self, st: _Step, obs: Observation, p: Proposal) -> str | ev.RunFinished:
@@ -180,22 +191,25 @@ class Run:
             screen_point = st.shot.to_input(target) if target is not None else None
             description = action.describe(st.shot.locator())
         except ActionError as exc:  # aimed outside every monitor
-            self.history.append(PastStep(obs, p.raw))
+            self.remember(PastStep(obs, p.raw))
             self.publish(ev.StepDecided(self.run_id, st.n, "refused", exc.what))
             self.record(replace(base, verdict="refuse", reason=exc.what))
             return f"Deskhand refused your action: {exc.what}"
+        window = st.shot.target_window(action)
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
-                         self.proposed, st.shot.target_window(action))
+                         self.proposed, window)
+        self.keep_secret(action, window)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
         self.proposed.append(action)
+        log.info("step %d: %s, %s%s", st.n, action.tool_name, verdict.kind, " (risky)" if verdict.risky else "")
         rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky)
         if verdict.kind == "ask":
             self.gate.open(st.n)  # before the event: a decision that follows it at once must not be lost
         self.publish(self.proposed_event(st, p, description, screen_point, verdict))
         if verdict.kind == "refuse":
-            self.history.append(PastStep(obs, p.raw))
+            self.remember(PastStep(obs, p.raw))
             self.publish(ev.StepDecided(self.run_id, st.n, "refused", verdict.reason))
             self.record(replace(rec, decision="refused"))
             return f"Deskhand refused this action: {verdict.reason}"
@@ -203,6 +217,15 @@ class Run:
         if decision.auto_approve_safe is not None:
             self.auto_approve = decision.auto_approve_safe
         return self.apply(st, obs, p, decision, rec, auto=verdict.kind == "auto")
+
+    def keep_secret(self, action: Action, window: Any, answer: str = "") -> None:
+        """Text typed into a password-like field (or the answer to a question about one) is not recorded."""
+        if not sensitive(action, self.proposed, window, self.cfg.policy.rules):
+            return
+        if isinstance(action, Write) and action.text.strip():
+            self.secrets.add(action.text)
+        if answer.strip():
+            self.secrets.add(answer)
 
     def ask(self, st: _Step, obs: Observation, p: Proposal) -> Decision:
         if self.cfg.prefetch:
@@ -230,7 +253,7 @@ class Run:
             self.token.cancel("stopped by you")
             raise Cancelled("stopped by you")
         self.publish(ev.StepDecided(self.run_id, st.n, kind, d.feedback))
-        self.history.append(PastStep(obs, p.raw))
+        self.remember(PastStep(obs, p.raw))
         if d.kind == "skip":
             self.record(final)
             return "The user skipped this action; it was not performed."
@@ -241,12 +264,14 @@ class Run:
         if d.kind == "edit":  # the record judges what is performed, not what was proposed
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
                             st.shot.target_window(action))
+            self.keep_secret(action, st.shot.target_window(action))
             final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
                             reason=f"{final.reason} Edited: {judged.reason}")
         if isinstance(action, Answer):
             self.record(final)
             return self.finish("answered", action.text, "The model finished the task.", st.n)
         if isinstance(action, AskUser):
+            self.keep_secret(action, None, d.feedback)
             self.record(final)
             return f"The user answered: {d.feedback}" if d.feedback else "The user did not answer."
         if isinstance(action, Wait):
@@ -269,6 +294,13 @@ class Run:
         try:
             with hidden() if hidden is not None else contextlib.nullcontext():
                 outcome: Outcome = self.executor.perform(action, st.shot, self.token)
+        except Cancelled as exc:  # the panic hotkey, the corner, Stop or a quit, in the middle of the action
+            sent = getattr(self.executor, "events_sent", None)
+            done = f"{sent} input event{'s' if sent != 1 else ''} had been sent" if sent is not None else "partly done"
+            self.record(replace(final, error=f"stopped while acting ({stopped_message(exc)}); {done}",
+                                executed={"tool": action.tool_name, "stopped": True, "events": sent}))
+            self.stopped_acting = True
+            raise
         except UserInputDetected as exc:
             self.record(replace(final, error=exc.what))
             if not self.wait_paused(exc.what):

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from app.agent.lookalikes import plain
+from app.desktop.key_sending import sent_combo
 from app.desktop.windows import WindowInfo
 from app.domain.actions import (
     INPUT_ACTIONS,
@@ -71,7 +73,8 @@ def _words(words: list[str]) -> re.Pattern[str]:
 
 
 def _combos(raw: list[list[str]]) -> tuple[frozenset[str], ...]:
-    return tuple(frozenset(parse_keys(c)) for c in raw)
+    """Each combination as the keys it sends (see `sent_combo`): aliases cannot dodge a rule."""
+    return tuple(sent_combo(parse_keys(c)) for c in raw)
 
 
 @functools.lru_cache(maxsize=4)
@@ -97,8 +100,13 @@ def load_rules(path: Path | None = None) -> RiskRules:
 
 
 def panic_keys(spec: str) -> frozenset[str]:
-    """pynput hotkey syntax ("<shift>+<esc>") -> Deskhand key names."""
-    return frozenset(parse_keys([p.strip("<>") for p in spec.split("+")]))
+    """pynput hotkey syntax ("<shift>+<esc>") -> the keys it sends."""
+    return sent_combo(parse_keys([p.strip("<>") for p in spec.split("+")]))
+
+
+def enters(action: Action) -> bool:
+    """Whether typing the action presses Enter: press_enter, or a line break in the text (typed as Return)."""
+    return isinstance(action, Write) and (action.press_enter or "\n" in action.text or "\r" in action.text)
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,8 @@ def _repeats(action: Action, history: Sequence[Action]) -> int:
 def _made_selection(previous: Action | None) -> bool:
     if isinstance(previous, KeyPress):
         keys = set(previous.keys)
-        return keys in ({"ctrl", "a"}, {"cmd", "a"}) or (bool(keys & SELECTION_KEYS) and len(keys) > 1)
+        select_all = sent_combo(previous.keys) in (sent_combo(("ctrl", "a")), sent_combo(("cmd", "a")))
+        return select_all or (bool(keys & SELECTION_KEYS) and len(keys) > 1)
     return isinstance(previous, Drag) or (isinstance(previous, Click) and previous.count > 1)
 
 
@@ -145,44 +154,62 @@ def _context(action: Action, history: Sequence[Action], window: WindowInfo | Non
     return " | ".join(n for n in names if n)
 
 
+def _search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """As written, then as read (look-alike letters folded): "Sеnd" with a Cyrillic е is "Send", "Пароль" stays."""
+    return pattern.search(text) or pattern.search(plain(text))
+
+
 def _is_shell(window: WindowInfo, rules: RiskRules) -> bool:
-    return window.app.lower() in rules.shell_apps or any(p.search(window.title) for p in rules.shell_titles)
+    """By the window's class or process where the platform tells them; the title is the fallback."""
+    who = {window.app.lower(), window.process.lower()} - {""}
+    return bool(who & rules.shell_apps) or any(p.search(window.title) for p in rules.shell_titles)
 
 
 def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules) -> str:
     """Why the action is risky, or '' if it is not."""
     previous = history[-1] if history else None
-    if isinstance(action, Click) and action.element and (m := rules.click_words.search(action.element)):
+    if isinstance(action, Click) and action.element and (m := _search(rules.click_words, action.element)):
         return f"clicking “{action.element}” ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, KeyPress):
         keys = frozenset(action.keys)
-        if keys in rules.risky_keys:
+        if sent_combo(keys) in rules.risky_keys:
             return f"{'+'.join(action.keys)} {rules.risky_keys_why}"
         after_selection = bool(keys & rules.delete_after_selection) and _made_selection(previous)
         after_click = bool(keys & rules.delete_after_click) and isinstance(previous, (Click, Drag))
         if len(keys) == 1 and (after_selection or after_click):
             return f"{action.keys[0]} {rules.delete_why}"
-    enter = (isinstance(action, Write) and action.press_enter) or (
-        isinstance(action, KeyPress) and frozenset(action.keys) == {"enter"} and isinstance(previous, Write))
+    # Enter right after typing, or soon after (a click in between does not make the typed text safe to send)
+    enter = enters(action) or (isinstance(action, KeyPress) and frozenset(action.keys) == {"enter"}
+                               and any(isinstance(a, Write) for a in history[-3:]))
     context = _context(action, history, window)
     if isinstance(action, (Write, KeyPress)) and window is not None and _is_shell(window, rules):
         doing = "typing into" if isinstance(action, Write) else "pressing keys in"
         return f"{doing} “{window.title or window.app}” ({rules.shell_why})"
     if isinstance(action, Write):
-        if m := rules.password_words.search(context):
+        if m := _search(rules.password_words, context):
             return f"{rules.password_why} (“{m.group(0)}”)"
-        if hit := next((p.search(action.text) for p in rules.dangerous_text if p.search(action.text)), None):
+        if hit := next((m for p in rules.dangerous_text if (m := _search(p, action.text))), None):
             return f"{rules.dangerous_why} (“{hit.group(0)}”)"
-    if enter and (m := rules.submit_words.search(context)):
-        return f"pressing Enter in “{context}” ({rules.submit_why}: “{m.group(0)}”)"
+    if enter and (m := _search(rules.submit_words, context)):
+        how = "pressing Enter" if not isinstance(action, Write) or action.press_enter else "typing a line break (Enter)"
+        return f"{how} in “{context}” ({rules.submit_why}: “{m.group(0)}”)"
     return ""
+
+
+def sensitive(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules) -> bool:
+    """Text the record must not keep: typed into a password-like field, or the answer to a question for one."""
+    if isinstance(action, Write):
+        return bool(_search(rules.password_words, _context(action, history, window)))
+    if isinstance(action, AskUser):
+        return bool(_search(rules.password_words, action.question))
+    return False
 
 
 def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
            window: WindowInfo | None = None) -> Verdict:
     """`history`: the actions proposed earlier in this run, oldest first."""
     if isinstance(action, KeyPress):
-        keys = frozenset(action.keys)
+        keys = sent_combo(action.keys)
         if keys == panic_keys(config.panic_hotkey):
             return Verdict("refuse", f"{'+'.join(action.keys)} is Deskhand's own panic hotkey: pressing it would "
                                      "stop this run.", risky=True)

@@ -7,20 +7,26 @@ connection: SQLite in WAL mode lets a reader and this writer work at the same ti
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
+from app.domain.database_file import is_locked, who_holds
 from app.domain.errors import DeskhandError
+
+BUSY_TIMEOUT_S = 2.0  # a step waits this long for another program's lock, then is kept for the next try
+PRIVATE_FILE = 0o600  # screenshots, typed text and tasks: for this user's eyes only
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,9 +94,20 @@ def _dump(v: Any) -> str | None:
     return None if v is None else json.dumps(v, ensure_ascii=False)
 
 
-def connect(db: Path) -> sqlite3.Connection:
-    db.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(db, timeout=10, isolation_level=None)  # autocommit; explicit transactions below
+def _private(db: Path) -> None:
+    """The database and its -wal/-shm only for this user (SQLite gives -wal/-shm the main file's mode)."""
+    if not db.exists():
+        os.close(os.open(db, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.chmod(str(db) + suffix, PRIVATE_FILE)
+
+
+def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
+    db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private(db)
+    # autocommit; explicit transactions below
+    con = sqlite3.connect(db, timeout=BUSY_TIMEOUT_S if timeout is None else timeout, isolation_level=None)
     con.row_factory = sqlite3.Row
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
@@ -99,12 +116,30 @@ def connect(db: Path) -> sqlite3.Connection:
     return con
 
 
+def _full(exc: Exception) -> bool:
+    return "full" in str(exc).lower() or getattr(exc, "errno", None) == 28
+
+
 def _disk_error(exc: Exception, what: str) -> DeskhandError:
-    full = "full" in str(exc).lower() or getattr(exc, "errno", None) == 28
+    full = _full(exc)
     return DeskhandError(
         f"Deskhand could not save {what}: {'the disk is full' if full else exc}.",
-        "Free some disk space (or delete old runs in History); the run goes on, but this step is not recorded."
-        if full else "Check the data folder's permissions in `deskhand doctor`.")
+        "Free some disk space (or delete old runs in History); the run goes on." if full
+        else "Check the data folder's permissions in `deskhand doctor`.")
+
+
+INSERT_STEP = (
+    "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, monitor, observation,"
+    " raw_output, note, thought, action, description, verdict, reason, risky, decision, edited_action, feedback,"
+    " executed, timings, counters, error) VALUES (" + ", ".join("?" * 24) + ")")
+
+
+def _joined(error: str, note: str) -> str:
+    return f"{error}; {note}" if error else note
+
+
+class LockedError(DeskhandError):
+    """Another program holds the database: what could not be written is kept and written later."""
 
 
 class Recorder:
@@ -113,8 +148,15 @@ class Recorder:
     def __init__(self, db: Path, runs_dir: Path) -> None:
         self.db, self.runs_dir = db, runs_dir
         self.con = connect(db)
+        _private(db)
+        # rows another program's lock kept out, oldest first: written before anything newer
+        self.pending: list[tuple[str, tuple[Any, ...]]] = []
+        self.no_space_run = 0  # the run in which the disk filled up: no more screenshots for it
 
     def close(self) -> None:
+        with contextlib.suppress(DeskhandError):
+            self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1500)}")  # one last, longer wait
+            self.flush()
         self.con.close()
 
     @contextmanager
@@ -126,7 +168,35 @@ class Recorder:
         except (sqlite3.Error, OSError) as exc:
             if self.con.in_transaction:
                 self.con.execute("ROLLBACK")
+            if is_locked(exc):
+                raise LockedError(f"Deskhand could not save {what} yet: the history database is locked by "
+                                  f"{who_holds(self.db)}.",
+                                  "Nothing is lost: Deskhand keeps it and saves it as soon as the lock is gone. "
+                                  "Close that program if it stays.") from None
             raise _disk_error(exc, what) from None
+
+    def _write(self, what: str, sql: str, args: tuple[Any, ...]) -> None:
+        """Write after whatever waits; under a lock, keep this too (in order) and say so."""
+        self.pending.append((sql, args))
+        self.flush(what)
+
+    def flush(self, what: str = "the steps kept from earlier") -> None:
+        """Write the rows a lock (or a full disk) kept out; they stay kept, in order, while it lasts."""
+        if not self.pending:
+            return
+        for last_try in (False, True):
+            try:
+                with self._tx(what) as c:
+                    for sql, args in self.pending:
+                        c.execute(sql, args)
+                break
+            except DeskhandError as exc:
+                if last_try or "disk is full" not in exc.what:
+                    raise
+                # the write-ahead log is what grows: folding it into the database gives its room back
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.pending.clear()
 
     def mark_interrupted(self) -> int:
         """Runs still "running" were cut short by a crash or a kill; returns how many."""
@@ -137,11 +207,12 @@ class Recorder:
             return cur.rowcount
 
     def start_run(self, task: str, model: str, settings: dict[str, Any], private: bool) -> int:
+        self.flush()  # in order: what a lock kept from the last run goes first
         with self._tx("the new run") as c:
             cur = c.execute("INSERT INTO runs(task, started_at, model, settings, private) VALUES (?, ?, ?, ?, ?)",
                             (task, time.time(), model, json.dumps(settings), int(private)))
             run_id = int(cur.lastrowid or 0)
-        (self.runs_dir / str(run_id)).mkdir(parents=True, exist_ok=True)
+        (self.runs_dir / str(run_id)).mkdir(mode=0o700, parents=True, exist_ok=True)
         return run_id
 
     def _save_image(self, run_id: int, rec: StepRecord, private: bool) -> str | None:
@@ -150,34 +221,60 @@ class Recorder:
         name = f"step-{rec.step:03d}-{rec.attempt}.png"
         buf = io.BytesIO()
         rec.image.save(buf, "PNG", compress_level=1)  # lossless for training data; level 1 is 2× faster
+        path = self.runs_dir / str(run_id) / name
+        tmp = path.with_suffix(".tmp")
         try:
-            path = self.runs_dir / str(run_id) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(buf.getvalue())
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, PRIVATE_FILE)
+            with os.fdopen(fd, "wb") as f:
+                f.write(buf.getvalue())
             tmp.replace(path)
-        except OSError as exc:
-            raise _disk_error(exc, f"the screenshot of step {rec.step}") from None
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # no half-written file left behind
+            raise
         return name
 
     def add_step(self, run_id: int, rec: StepRecord, private: bool = False) -> None:
-        shot = self._save_image(run_id, rec, private)
+        """The row is written even when its screenshot cannot be (a full disk): it is the smaller and the more
+        important part. A lock keeps the row for later (LockedError says so)."""
+        problem: DeskhandError | None = None
+        try:  # once the disk was full in this run, screenshots wait: the rows need the little room left
+            shot = self._save_image(run_id, rec, private or self.no_space_run == run_id)
+            if shot is None and self.no_space_run == run_id and rec.image is not None:
+                rec = replace(rec, error=_joined(rec.error, "screenshot not saved: the disk was full"))
+        except OSError as exc:
+            shot, problem = None, _disk_error(exc, f"the screenshot of step {rec.step}")
+            if _full(exc):
+                self.no_space_run = run_id
+            note = f"screenshot not saved: {'the disk is full' if _full(exc) else exc.strerror or exc}"
+            rec = replace(rec, error=_joined(rec.error, note))
         w, h = (rec.image.size if rec.image is not None else (None, None))
-        with self._tx(f"step {rec.step}") as c:
-            c.execute(
-                "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, monitor,"
-                " observation, raw_output, note, thought, action, description, verdict, reason, risky, decision,"
-                " edited_action, feedback, executed, timings, counters, error)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
-                 rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
-                 rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
-                 _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), rec.error))
+
+        def row(shot: str | None, error: str) -> tuple[Any, ...]:
+            return (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
+                    rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
+                    rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
+                    _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), error)
+
+        try:
+            self._write(f"step {rec.step}", INSERT_STEP, row(shot, rec.error))
+        except DeskhandError as exc:
+            if shot is None or "disk is full" not in exc.what:
+                raise
+            # no room for the row: its screenshot gives its room back (the row is what tells what happened)
+            self.pending.pop()
+            with contextlib.suppress(OSError):
+                (self.runs_dir / str(run_id) / shot).unlink()
+            self.no_space_run = run_id
+            self._write(f"step {rec.step}", INSERT_STEP,
+                        row(None, _joined(rec.error, "screenshot not saved: the disk is full")))
+        if problem is not None:
+            raise problem
 
     def finish_run(self, run_id: int, status: str, answer: str = "", message: str = "") -> None:
-        with self._tx("the end of the run") as c:
-            c.execute("UPDATE runs SET status=?, ended_at=?, answer=?, message=? WHERE id=?",
-                      (status, time.time(), answer, message, run_id))
+        self._write("the end of the run", "UPDATE runs SET status=?, ended_at=?, answer=?, message=? WHERE id=?",
+                    (status, time.time(), answer, message, run_id))
 
     def apply_retention(self, days: int) -> int:
         """Delete runs older than `days` (0 keeps everything); returns how many went."""

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history_recovery import open_recorder
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor, Executor
+from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
@@ -123,16 +125,36 @@ class AgentWorker:
             self._thread.join(timeout)
 
     # ------------------------------------------------------------------ the thread
-    def _main(self) -> None:
+    def _release_left_over(self) -> None:
+        """A Deskhand killed mid-action may have left a button or key down: release it at start, not at the
+        first action (the user may not start a run for a while, with the mouse button stuck)."""
+        if self.dry_run or self.executor_factory is not None or not (self.paths.data / HELD_FILE).exists():
+            return
         try:
-            self._recorder = Recorder(self.paths.database, self.paths.runs)
-            self.interrupted_runs = self._recorder.mark_interrupted()
+            from app.desktop.pynput_backend import PynputBackend
+
+            backend = PynputBackend()
+            try:
+                release_left_over(self.paths.data / HELD_FILE, backend)
+            finally:
+                backend.close()
+        except Exception:  # no display yet: the first run's executor tries again
+            log.warning("could not release the input a previous Deskhand left held", exc_info=True)
+
+    def _main(self) -> None:
+        self._release_left_over()
+        self._recorder, notices = open_recorder(self.paths.database, self.paths.runs)
+        for text in notices:
+            self.sink(ev.Notice(0, text))
+        try:
+            if self._recorder is not None:
+                self.interrupted_runs = self._recorder.mark_interrupted()
             if self.interrupted_runs:  # the UI says so once; History lists them as "interrupted"
                 n = self.interrupted_runs
                 self.sink(ev.Notice(0, f"{n} run{'s were' if n > 1 else ' was'} cut short when Deskhand last closed "
                                        f"or crashed; History lists {'them' if n > 1 else 'it'} as interrupted."))
         except DeskhandError as exc:
-            log.error("run records unavailable: %s", exc)
+            log.error("run records: %s", exc)
         while True:
             cmd, arg = self._queue.get()
             if cmd == "quit":
@@ -174,11 +196,10 @@ class AgentWorker:
         executor: Executor | None = None
         try:
             if self._recorder is not None:
-                if settings.retention_days:
-                    self._recorder.apply_retention(settings.retention_days)
-                run_id = self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+                run_id = self._start_record(task, settings)
             with self._lock:
                 self._current = _Current(run_id, token)
+            log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
             self.sink(ev.RunStarted(run_id, task))
             engine = self._ensure_engine(settings, run_id, token)
             cfg = run_config(settings)
@@ -207,6 +228,17 @@ class AgentWorker:
                 if self._current is not None and self._current.token is token:
                     self._current = None
 
+    def _start_record(self, task: str, settings: Settings) -> int:
+        """The run's id in the history; 0 (the run goes on unrecorded) when the database refuses it."""
+        assert self._recorder is not None
+        try:
+            if settings.retention_days:
+                self._recorder.apply_retention(settings.retention_days)
+            return self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+        except DeskhandError as exc:
+            self.sink(ev.Notice(0, f"This run is not recorded: {exc}"))
+            return 0
+
     def _executor(self, token: CancelToken, capturer: Capturer, settings: Settings) -> tuple[Executor, Any]:
         if self.executor_factory is not None:
             return self.executor_factory(token, capturer, settings)
@@ -216,7 +248,7 @@ class AgentWorker:
         from app.desktop.stops import Stops, StopsConfig
 
         stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
-        return pynput_executor(guard=stops), stops
+        return pynput_executor(guard=stops, held_file=self.paths.data / HELD_FILE), stops
 
     def _fail(self, run_id: int, outcome: str, message: str) -> None:
         if self._recorder is not None and run_id:
@@ -227,6 +259,7 @@ class AgentWorker:
     def _emit(self, event: ev.Event) -> None:
         """The run's events to the UI; when a run ends, a new task is accepted before anyone hears so."""
         if isinstance(event, ev.RunFinished):
+            log.info("run %s ended: %s after %d step(s)", event.run_id, event.outcome, event.steps)
             with self._lock:
                 self._current = None
         self.sink(event)

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
 from app.desktop.capture import Screenshot, StaleTargetError
 from app.desktop.executor import DryRunExecutor, Executor, Outcome, pynput_executor
+from app.desktop.held_input import HELD_FILE
 from app.desktop.stops import Stops, UserInputDetected, hotkey_label
 from app.domain.actions import action_from_tool_call
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
+from app.domain.paths import default_paths
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,11 +56,30 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+@contextlib.contextmanager
+def stop_on_signals(token: CancelToken, got: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) stop the action like the panic hotkey: the executor then
+    releases what it holds. Without this, Python dies at once and a dragged button stays down."""
+
+    def handler(signum: int, _frame: object) -> None:
+        got.append(signum)
+        token.cancel(f"stopped by {signal.Signals(signum).name}")
+
+    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    previous = {s: signal.signal(s, handler) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def _perform(action: Any, shot: Screenshot, token: CancelToken, dry_run: bool) -> Outcome:
     if dry_run:
         return DryRunExecutor().perform(action, shot, token)
+    held = default_paths().ensure().data / HELD_FILE
     with Stops(token, shot.layout) as stops:
-        executor: Executor = pynput_executor(stops)
+        executor: Executor = pynput_executor(stops, held_file=held)
         try:
             return executor.perform(action, shot, token)
         finally:
@@ -64,6 +88,7 @@ def _perform(action: Any, shot: Screenshot, token: CancelToken, dry_run: bool) -
 
 def run(args: argparse.Namespace) -> int:
     token = CancelToken()
+    signals: list[int] = []
     try:
         try:
             call = json.loads(args.action)
@@ -89,13 +114,14 @@ def run(args: argparse.Namespace) -> int:
             if not args.dry_run:
                 print(f"Acting now; press {hotkey_label(PolicyConfig().panic_hotkey)} or push the mouse into a "
                       "screen corner to stop.", file=sys.stderr)
-            outcome = _perform(action, shot, token, args.dry_run)
+            with stop_on_signals(token, signals):
+                outcome = _perform(action, shot, token, args.dry_run)
     except KeyboardInterrupt:
         token.cancel()
         return 130
     except Cancelled as exc:
         print(f"deskhand: stopped: {exc}", file=sys.stderr)
-        return 130
+        return 128 + signals[0] if signals else 130
     except StaleTargetError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
         return 3

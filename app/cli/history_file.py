@@ -18,10 +18,26 @@ def image_digest(image: Image.Image) -> str:
     return h.hexdigest()
 
 
+def to_rgb(im: Image.Image) -> Image.Image:
+    """RGB for the model. 16- and 32-bit grey is scaled to 8 bits (Pillow's convert() clips it: mid-grey came out
+    white, and the model saw nothing)."""
+    if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        import numpy as np
+
+        values = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if im.mode != "F" and values.max(initial=0) <= 65535 else max(float(values.max(initial=0)), 1.0)
+        grey = np.clip(np.rint(values * 255.0 / top), 0, 255).astype(np.uint8)
+        return Image.fromarray(grey).convert("RGB")
+    return im.convert("RGB")
+
+
 def load_observation(path: str | Path, feedback: str = "") -> Observation:
     try:
         with Image.open(path) as im:
-            image = im.convert("RGB")
+            image = to_rgb(im)
+    except Image.DecompressionBombError as exc:
+        raise DeskhandError(f"The screenshot {path} is too large to be a screenshot ({exc}).",
+                            "Give the screenshot of one screen (up to about 8K, 89 million pixels).") from None
     except (OSError, ValueError) as exc:
         raise DeskhandError(f"The screenshot {path} cannot be read: {exc}.", "Give a PNG or JPEG file.") from None
     return Observation(image, image_digest(image), feedback)

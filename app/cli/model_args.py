@@ -8,13 +8,24 @@ from app.engine.local import LocalEngineConfig
 from app.engine.profile import DEFAULT_PROFILE
 
 
+def tile_count(text: str) -> int:
+    """--max-tiles: 1 to 12 tiles per screenshot (0 used to mean "the default" without saying so)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"“{text}” is not a whole number") from None
+    if not 1 <= n <= 12:
+        raise argparse.ArgumentTypeError(f"{n} is outside 1..12 (tiles per screenshot, plus the thumbnail)")
+    return n
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, metavar="TEXT.gguf", help="the text model GGUF")
     p.add_argument("--mmproj", required=True, metavar="MMPROJ.gguf", help="the vision projector GGUF")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help="model profile name or JSON file")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all, 0: CPU only)")
     p.add_argument("--ctx", type=int, default=32768, help="context size in tokens")
-    p.add_argument("--max-tiles", type=int, default=None, help="tile budget per screenshot (1..12)")
+    p.add_argument("--max-tiles", type=tile_count, default=None, help="tile budget per screenshot (1..12)")
     p.add_argument("--max-tokens", type=int, default=None, help="longest answer in tokens")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: all)")
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from app.cli.history_file import last_feedback, load_observation, read_history
+from app.cli.model_args import tile_count
 from app.domain.errors import DeskhandError
 from app.engine.family import resolve_profile
 from app.engine.profile import DEFAULT_PROFILE, ImageSpec
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--screenshot", required=True, metavar="S.png", help="the screenshot the model would see")
     p.add_argument("--task", required=True, help="the task in words")
     p.add_argument("--history", metavar="RUN.jsonl", help="earlier steps, as for `deskhand propose`")
-    p.add_argument("--max-tiles", type=int, default=None, help="tile budget per screenshot (tiled families)")
+    p.add_argument("--max-tiles", type=tile_count, default=None,
+                   help="tile budget per screenshot (1..12; tiled families)")
     p.add_argument("--dump", action="store_true", help="print the prompt text itself (default: summary only)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)

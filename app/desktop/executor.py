@@ -11,11 +11,25 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from app.desktop.held_input import note_held, release_left_over
 from app.desktop.input_backend import InputBackend, RecordingBackend
 from app.domain import geometry
-from app.domain.actions import INPUT_ACTIONS, Action, Click, Drag, KeyPress, Move, Scroll, Wait, Write, points_of
+from app.domain.actions import (
+    INPUT_ACTIONS,
+    Action,
+    Click,
+    Drag,
+    KeyPress,
+    Move,
+    Scroll,
+    Wait,
+    Write,
+    check_typable,
+    points_of,
+)
 from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
 from app.domain.geometry import Framed
@@ -76,8 +90,9 @@ def _path(start: tuple[int, int], end: tuple[int, int], steps: int) -> list[tupl
 
 class InputExecutor:
     def __init__(self, backend: InputBackend, guard: InputGuard | None = None, timing: Timing | None = None,
-                 dry_run: bool = False) -> None:
+                 dry_run: bool = False, held_file: Path | None = None) -> None:
         self.backend, self.guard, self.timing, self.dry_run = backend, guard, timing or Timing(), dry_run
+        self.held_file = held_file  # where what is held down is noted while it is (see held_input.py)
         self.backend.announce = guard.expect if guard is not None else None
         self.last_event_at = 0.0  # time.monotonic() of the last injected event (the stop latency ends there)
         self._token = CancelToken()
@@ -87,6 +102,11 @@ class InputExecutor:
 
     def close(self) -> None:
         self.backend.close()
+
+    @property
+    def events_sent(self) -> int:
+        """Primitive events injected by the current (or last) action: what a stop mid-action had done."""
+        return self._events
 
     # ------------------------------------------------------------------ primitives, each after the checks
 
@@ -115,6 +135,7 @@ class InputExecutor:
         self._did()
         if down:
             self._held_buttons.append(name)
+            note_held(self.held_file, self._held_buttons, self._held_keys)
         elif name in self._held_buttons:
             self._held_buttons.remove(name)
 
@@ -124,6 +145,7 @@ class InputExecutor:
         self._did()
         if down:
             self._held_keys.append(name)
+            note_held(self.held_file, self._held_buttons, self._held_keys)
         elif name in self._held_keys:
             self._held_keys.remove(name)
 
@@ -153,6 +175,8 @@ class InputExecutor:
             self.backend.release_all()  # whatever the backend pressed on its own (auto-Shift)
         except Exception as exc:
             failure = failure or exc
+        if failure is None:
+            note_held(self.held_file, [], [])
         if failure is not None:
             raise failure
 
@@ -205,6 +229,8 @@ class InputExecutor:
             if not geometry.points_inside(path, shot.layout):
                 raise ActionError(f"The drag from {targets[0]} to {targets[1]} would leave the screens.",
                                   "Drag between points whose straight path stays on the monitors.")
+        if isinstance(action, Write):
+            action = Write(check_typable(action.text), action.clear, action.press_enter, action.point, action.element)
         token.check()
         if isinstance(action, Wait):
             self._wait(action.seconds)
@@ -261,9 +287,13 @@ class DryRunExecutor(InputExecutor):
         return outcome
 
 
-def pynput_executor(guard: InputGuard | None = None, timing: Timing | None = None) -> InputExecutor:
-    """The real executor. DeskhandError (not ImportError) when there is no usable display."""
+def pynput_executor(guard: InputGuard | None = None, timing: Timing | None = None,
+                    held_file: Path | None = None) -> InputExecutor:
+    """The real executor. DeskhandError (not ImportError) when there is no usable display. First releases what a
+    Deskhand that died mid-action left held (noted in `held_file`)."""
     from app.desktop.pynput_backend import PynputBackend
 
-    return InputExecutor(PynputBackend(), guard, timing)
+    backend = PynputBackend()
+    release_left_over(held_file, backend)
+    return InputExecutor(backend, guard, timing, held_file=held_file)
 

@@ -20,6 +20,7 @@ class WindowInfo:
     width: int
     height: int
     focused: bool = False
+    process: str = ""  # the owning process's name where the platform tells it (X11: _NET_WM_PID), e.g. "kgx"
 
     def contains(self, x: float, y: float) -> bool:
         return self.left <= x < self.left + self.width and self.top <= y < self.top + self.height
@@ -66,6 +67,7 @@ class X11Desktop:
         atom = self._d.intern_atom
         self._stacking, self._active = atom("_NET_CLIENT_LIST_STACKING"), atom("_NET_ACTIVE_WINDOW")
         self._net_name, self._utf8 = atom("_NET_WM_NAME"), atom("UTF8_STRING")
+        self._pid = atom("_NET_WM_PID")
 
     def close(self) -> None:
         self._d.close()
@@ -100,6 +102,15 @@ class X11Desktop:
         value = prop.value
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
+    def _process(self, window: Any) -> str:
+        """The name of the process that owns the window (a local one: _NET_WM_PID names a pid on this host)."""
+        pid = (self._prop(window, self._pid) or [0])[0]
+        try:
+            with open(f"/proc/{int(pid)}/comm", encoding="utf-8", errors="replace") as f:
+                return f.read().strip() if pid else ""
+        except OSError:
+            return ""
+
     def windows(self) -> tuple[WindowInfo, ...]:
         from Xlib import X, error
 
@@ -116,7 +127,8 @@ class X11Desktop:
                 geo = w.get_geometry()
                 pos = self._root.translate_coords(w, 0, 0)
                 out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
-                                      int(geo.width), int(geo.height), focused=w.id == active_id))
+                                      int(geo.width), int(geo.height), focused=w.id == active_id,
+                                      process=self._process(w)))
             except error.XError:
                 continue  # the window went away while we looked at it
         return tuple(out)

@@ -8,6 +8,7 @@ Holo family). Floats, so that a user's edit made in screenshot pixels round-trip
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -128,7 +129,8 @@ class Write:
     tool_name: str = field(default="write", init=False)
 
     def describe(self, locate: Locator | None = None) -> str:
-        shown = self.text if len(self.text) <= 60 else self.text[:57] + "…"
+        text = self.text.replace("\n", "⏎").replace("\t", "⇥")  # what these keys do, visible in the approval
+        shown = text if len(text) <= 60 else text[:57] + "…"
         parts = []
         if self.point is not None:
             parts.append(f"Click{_named(self.element)} at {_where(self.point, locate)}, then")
@@ -213,10 +215,27 @@ def with_target(action: Action, point: Point) -> Action:
     raise ActionError(f"{action.describe()} has no target to move.", "Edit the text or skip the step instead.")
 
 
+TYPABLE_CONTROLS = "\n\t"  # typed as Return and Tab; every other control character cannot be typed
+
+
+def check_typable(text: str) -> str:
+    """The text with line breaks as "\\n", or ActionError naming the first character that cannot be typed: the
+    whole text is checked before the first key goes out, so a bad character never leaves half of it typed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for i, ch in enumerate(text):
+        if ch in TYPABLE_CONTROLS:
+            continue
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            raise ActionError(f"The text contains the control character U+{ord(ch):04X} (at position {i + 1}), "
+                              "which cannot be typed; nothing was typed.",
+                              "Remove it from the text (use a key action for keys such as Esc).")
+    return text
+
+
 def with_text(action: Action, text: str) -> Action:
     """The same typing action with the user's corrected text."""
     if isinstance(action, Write):
-        return _replace(action, text=text)
+        return _replace(action, text=check_typable(text))
     if isinstance(action, Answer):
         return _replace(action, text=text)
     raise ActionError(f"{action.describe()} types no text.", "Move the target or skip the step instead.")
@@ -256,6 +275,13 @@ class _Args:
         if self.args.get("x") is None and self.args.get("y") is None:
             return None
         return self.point()
+
+    def typed(self, key: str) -> str:
+        text = self.text(key)
+        try:
+            return check_typable(text)
+        except ActionError as exc:
+            raise self.fail(exc.what.rstrip(".")) from None
 
     def text(self, key: str, *, required: bool = True) -> str:
         v = self.args.get(key)
@@ -337,7 +363,7 @@ def action_from_tool_call(call: Mapping[str, Any], scale: int = MODEL_SCALE) -> 
         return Scroll(a.point(), a.choice("direction", DIRECTIONS, "down"),  # type: ignore[arg-type]
                       a.integer("amount", 3, 1, MAX_SCROLL), a.element())
     if tool in ("write", "type"):
-        return Write(a.text("content"), a.flag("clear"), a.flag("press_enter"), a.opt_point(), a.element())
+        return Write(a.typed("content"), a.flag("clear"), a.flag("press_enter"), a.opt_point(), a.element())
     if tool in ("key", "press", "hotkey"):
         return KeyPress(parse_keys(call.get("keys")))
     if tool == "wait":

@@ -10,6 +10,7 @@ import platformdirs
 
 APP_NAME = "Deskhand"
 BASE_DIR_ENV = "DESKHAND_HOME"
+PRIVATE_DIR = 0o700
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,14 @@ class Paths:
         return self.data / "runs.sqlite3"
 
     def ensure(self) -> Paths:
+        """Create the folders for this user only (0700): they hold screenshots, tasks, typed text and logs.
+        Folders an earlier version created readable by others are closed too."""
         for p in (self.config, self.data, self.logs, self.cache, self.runs, self.models):
-            p.mkdir(parents=True, exist_ok=True)
+            p.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            st = p.stat()
+            ours = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+            if st.st_mode & 0o077 and ours:
+                p.chmod(PRIVATE_DIR)
         return self
 
 

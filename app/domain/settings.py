@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field, fields
@@ -17,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.errors import SettingsError
+from app.domain.hotkey_spec import hotkey_problem
 
 log = logging.getLogger("deskhand.settings")
 
 APPROVAL_POLICIES = ("ask_every_step", "auto_approve_safe")
+MAX_CONTEXT = 1 << 20  # tokens; far above any supported model's trained context, and llama.cpp would
+# spend minutes allocating (or fail for want of memory) long before a bigger one loads
+MODEL_SETUP_KEYS = ("text_model", "mmproj", "profile", "setup_done")
 
 # Shift+Esc: Esc is the universal "stop/cancel", so the copy the focused application also receives is harmless;
 # two keys on one side of the keyboard are quick to hit in a hurry. Unlike Ctrl+Alt+key it is no AltGr character
@@ -95,8 +100,12 @@ def validate(s: Settings) -> list[str]:
         problems.append(f"approval policy “{s.approval_policy}” is not one of {', '.join(APPROVAL_POLICIES)}")
     if not 1 <= s.tile_budget <= 12:
         problems.append("tile budget must be from 1 to 12")
-    if s.context_size < 2048:
-        problems.append("context size must be at least 2048 tokens")
+    if not 2048 <= s.context_size <= MAX_CONTEXT:
+        problems.append(f"context size must be from 2048 to {MAX_CONTEXT:,} tokens")
+    if s.gpu_layers < -1:
+        problems.append("GPU layers must be -1 (all), 0 (none) or a number of layers")
+    if s.monitor not in ("pointer", "all") and not (s.monitor.isdigit() and int(s.monitor) >= 1):
+        problems.append(f"monitor “{s.monitor}” must be “pointer”, “all” or a monitor number")
     if s.step_limit < 1:
         problems.append("step limit must be at least 1")
     if s.loop_guard_repeats < 2:
@@ -105,6 +114,11 @@ def validate(s: Settings) -> list[str]:
         problems.append("settle timeout cannot be negative, and at least one still frame is needed")
     if s.retention_days < 0:
         problems.append("retention cannot be negative")
+    for label, spec in (("panic hotkey", s.panic_hotkey), ("quick-task hotkey", s.quick_task_hotkey)):
+        if problem := hotkey_problem(spec):
+            problems.append(f"{label}: {problem}")
+    if s.panic_hotkey == s.quick_task_hotkey:
+        problems.append("the panic and quick-task hotkeys must differ")
     return problems
 
 
@@ -114,24 +128,57 @@ class Loaded:
     warnings: tuple[str, ...] = ()
 
 
+def _salvage(text: str) -> dict[str, Any]:
+    """The model setup out of a file that is no longer valid JSON: the user should not have to set it up again."""
+    found: dict[str, Any] = {}
+    for key in MODEL_SETUP_KEYS:
+        m = re.search(rf'"{key}"\s*:\s*("(?:[^"\\\n]|\\.)*"|true|false)', text)
+        if m:
+            try:
+                found[key] = json.loads(m.group(1))
+            except ValueError:
+                continue
+    return found
+
+
 def load_settings(path: Path) -> Loaded:
-    """The settings in `path`; defaults (with a warning) for what is missing, unknown or invalid."""
-    if not path.exists():
-        return Loaded(Settings())
+    """The settings in `path`; defaults (with a warning) for what is missing, unknown or invalid.
+
+    A file that cannot be read (permissions, a folder in its place) is left alone: it may be fine once fixed. A
+    corrupt one is kept aside, and the model setup found in it is kept."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Loaded(Settings())
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        msg = (f"The settings file {path} could not be read ({why}); Deskhand uses the defaults for now and "
+               f"leaves the file as it is. → Make it readable again (for example `chmod u+rw {path}`) and restart "
+               "Deskhand.")
+        log.warning(msg)
+        return Loaded(Settings(), (msg,))
+    text = raw.decode("utf-8", "replace")
+    try:
+        data = json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict):
             raise ValueError("the file does not hold a JSON object")
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         kept = path.with_name(f"{path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
         try:
             path.replace(kept)
             where = f" It was kept as {kept.name}."
         except OSError:
             where = ""
-        msg = f"The settings file {path} could not be read ({exc}); Deskhand uses the defaults.{where}"
+        data = _salvage(text)
+        saved = f" Your model setup ({', '.join(data)}) was kept." if data else ""
+        msg = f"The settings file {path} could not be read ({exc}); Deskhand uses the defaults.{where}{saved}"
         log.warning(msg)
-        return Loaded(Settings(), (msg,))
+        loaded = load_values(data, path)
+        return Loaded(loaded.settings, (msg, *loaded.warnings))
+    return load_values(data, path)
+
+
+def load_values(data: dict[str, Any], path: Path) -> Loaded:
     warnings: list[str] = []
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -158,6 +205,17 @@ def _invalid_alone(key: str, value: Any) -> bool:
     return bool(validate(dataclasses.replace(_DEFAULTS, **{key: value})))
 
 
+def _keep_unreadable(path: Path) -> None:
+    """A settings file Deskhand could not read is moved aside, never overwritten: it may hold the user's setup."""
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        with open(path, "rb"):
+            return
+    except OSError:
+        path.replace(path.with_name(f"{path.stem}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}"))
+
+
 def save_settings(path: Path, settings: Settings) -> None:
     """Write only the changed keys (plus unknown ones, kept for newer versions), atomically."""
     problems = validate(settings)
@@ -167,6 +225,7 @@ def save_settings(path: Path, settings: Settings) -> None:
     data = {**settings.extra, **settings.changed()}
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        _keep_unreadable(path)
         fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".json", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, sort_keys=True)

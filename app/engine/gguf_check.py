@@ -77,6 +77,24 @@ def _unpack(f: BinaryIO, fmt: str) -> Any:
     return struct.unpack(fmt, _read(f, struct.calcsize(fmt)))[0]
 
 
+def _size(f: BinaryIO) -> int:
+    here = f.tell()
+    end = f.seek(0, 2)
+    f.seek(here)
+    return end
+
+
+def _alignment(meta: dict[str, Any], role: str, p: Path) -> int:
+    """general.alignment as llama.cpp accepts it: a power of two (32 when absent)."""
+    align = meta.get("general.alignment", 32)
+    if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise ModelFileError(f"The {role} file {p.name} has an invalid general.alignment ({align!r}); llama.cpp "
+                             "needs a power of two, so it cannot load this file.",
+                             "The file is damaged or was written by a broken converter: download or convert it "
+                             "again.")
+    return align
+
+
 def _string(f: BinaryIO) -> str:
     n = _unpack(f, "<Q")
     if n > 1 << 30:
@@ -93,7 +111,10 @@ def _value(f: BinaryIO, vtype: int, key: str, lengths: dict[str, int]) -> Any:
         itype, n = _unpack(f, "<I"), _unpack(f, "<Q")
         lengths[key] = n
         if itype in _SCALARS and n > _MAX_ARRAY_KEEP:
-            f.seek(struct.calcsize(_SCALARS[itype]) * n, 1)
+            skip = struct.calcsize(_SCALARS[itype]) * n
+            if f.tell() + skip > _size(f):  # an array longer than the file: the header cannot be whole
+                raise _Truncated
+            f.seek(skip, 1)
             return None
         items = [_value(f, itype, key, lengths) for _ in range(n)]
         return items if n <= _MAX_ARRAY_KEEP else None
@@ -135,7 +156,7 @@ def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
                 for d in dims:
                     count *= d
                 needed = max(needed, offset + count // block * nbytes)
-            align = int(meta.get("general.alignment", 32))
+            align = _alignment(meta, role, p)
             data_offset = -(-f.tell() // align) * align
     except _Truncated:
         raise ModelFileError(f"The {role} file {p.name} is truncated: its header ends early ({size:,} bytes).",

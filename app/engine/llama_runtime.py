@@ -205,11 +205,12 @@ class LlamaRuntime:
         self.mrope = bool(mtmd.mtmd_decode_use_mrope(self.mctx))
 
     # ------------------------------------------------------------------ text
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """`special`: parse "<SPECIAL_12>"-like text as control tokens (the template's own text only)."""
         data = text.encode("utf-8")
         n_max = len(data) + 16
         buf = (llama_cpp.llama_token * n_max)()
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, n_max, False, True)
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, n_max, False, special)
         if n < 0:
             raise ModelLoadError("The tokenizer failed on the prompt.", "Report this with the log file.")
         return list(buf[:n])

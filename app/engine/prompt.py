@@ -7,6 +7,7 @@ reuses), and boundaries where the session may keep a checkpoint of the recurrent
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ MEDIA_MARKER = "<__media__>"
 @dataclass(frozen=True)
 class Text:
     text: str
+    special: bool = True  # False for what the user (or the screen) wrote: "<SPECIAL_12>" in it stays plain text
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,24 @@ class _Builder:
     def __init__(self) -> None:
         self.segments: list[Segment] = []
 
-    def text(self, s: str) -> None:
+    def text(self, s: str, special: bool = True) -> None:
         if not s:
             return
-        if self.segments and isinstance(self.segments[-1], Text):
-            self.segments[-1] = Text(self.segments[-1].text + s)
+        last = self.segments[-1] if self.segments else None
+        if isinstance(last, Text) and last.special == special:
+            self.segments[-1] = Text(last.text + s, special)
         else:
-            self.segments.append(Text(s))
+            self.segments.append(Text(s, special))
+
+    def template(self, template: str, user: dict[str, str]) -> None:
+        """The template's own text (its special tokens parsed), with the user's values as plain text."""
+        pattern = "|".join(re.escape("{" + k + "}") for k in user)
+        pos = 0
+        for m in re.finditer(pattern, template) if user else ():
+            self.text(template[pos:m.start()])
+            self.text(user[m.group(0)[1:-1]], special=False)
+            pos = m.end()
+        self.text(template[pos:])
 
     def add(self, seg: Segment) -> None:
         self.segments.append(seg)
@@ -92,18 +105,20 @@ def _tool_of(answer: str) -> str:
 
 def _observation(b: _Builder, profile: Profile, step: int, obs: Observation, keep_image: bool,
                  previous: str = "") -> None:
-    feedback = _fill(profile.feedback_template, feedback=obs.feedback, tool=_tool_of(previous)) \
+    # the feedback template goes in whole, its {feedback} (the user's words, the outcome) kept as plain text
+    marker = "\x00feedback\x00"
+    feedback = _fill(profile.feedback_template.replace("{feedback}", marker), tool=_tool_of(previous)) \
         if obs.feedback else ""
     head, _, tail = _fill(profile.observation_template, step=str(step), feedback=feedback).partition("{image}")
     b.add(Boundary(step, "observation"))
-    b.text(head)
+    b.template(head.replace(marker, "{feedback}"), {"feedback": obs.feedback} if marker in head else {})
     if keep_image:
         b.text(profile.image.begin_tag)
         b.add(Screenshot(obs.digest, obs.image, step))
         b.text(profile.image.end_tag)
     else:
         b.text(profile.placeholder)
-    b.text(tail)
+    b.template(tail.replace(marker, "{feedback}"), {"feedback": obs.feedback} if marker in tail else {})
 
 
 def _summary_of(dropped: Sequence[PastStep]) -> str:
@@ -136,9 +151,9 @@ def build_prompt(profile: Profile, task: str, observation: Observation, history:
     b.add(Boundary(0, "system"))  # shared by every run: a new task starts from here
     b.text(chat.user_prefix)
     task_part, _, obs_part = profile.first_user_template.partition("{observation}")
-    b.text(_fill(task_part, task=task.strip()))
+    b.template(task_part, {"task": task.strip()})
     if first:
-        b.text(_summary_of(steps[:first]))
+        b.text(_summary_of(steps[:first]), special=False)  # the model's own words, read off screens
     for i in range(first, n):
         step, past = i + 1, steps[i]
         if i > first:

@@ -120,7 +120,9 @@ class Session:
                 bounds[len(keys)] = seg
             elif isinstance(seg, (Text, Answer)):
                 ids = self.answers.get((seg.step, seg.text)) if isinstance(seg, Answer) else None
-                ids = ids if ids is not None else self.rt.tokenize(seg.text)
+                # only the template's own text may hold special tokens; the task, feedback and answers are text
+                special = isinstance(seg, Text) and seg.special
+                ids = ids if ids is not None else self.rt.tokenize(seg.text, special=special)
                 if ids:
                     runs.append(_Run(len(keys), len(keys) + len(ids), pos, len(ids), tokens=ids))
                     keys.extend(ids)

@@ -209,6 +209,16 @@ def check_folders(paths: Paths) -> Check:
     return Check("Folders", OK, f"{detail}; {human_bytes(free)} free for models" if free is not None else detail)
 
 
+def check_history(paths: Paths) -> Check:
+    """The run history database: a damaged, locked or unwritable one would cost the records of every run."""
+    from app.domain.database_file import diagnose
+
+    h = diagnose(paths.database)
+    if h.state in ("ok", "missing"):
+        return Check("History", OK, h.what, required=False)
+    return Check("History", WARN if h.state == "locked" else FAIL, h.what, h.todo, required=False)
+
+
 def _free(p: Path) -> int | None:
     import shutil
 
@@ -273,5 +283,5 @@ def run_doctor(paths: Paths) -> Report:
         ("Python", check_python), ("Packages", check_packages), ("GPU", lambda: check_gpu_and_llama(gpu)),
         ("Display server", check_display_and_capture), ("Permissions", check_platform_permissions),
         ("Keyring", check_keyring), ("Folders", lambda: check_folders(paths)),
-        ("Model files", lambda: check_model(paths, gpu))]
+        ("History", lambda: check_history(paths)), ("Model files", lambda: check_model(paths, gpu))]
     return Report(tuple(c for name, fn in steps for c in _safe(name, fn)))

@@ -20,6 +20,7 @@ from app.domain.paths import Paths
 from app.domain.settings import Settings
 from app.ui.hider import WindowHider
 from app.ui.responsiveness import background_engine
+from app.ui.stream_batching import StreamBatcher
 
 log = logging.getLogger("deskhand.ui")
 THUMB_WIDTH = 120
@@ -77,7 +78,8 @@ class AgentHost(QObject):
         super().__init__(parent)
         self.hider = hider
         self.dry_run = dry_run
-        self.worker = AgentWorker(paths, self._sink, engine_factory=background_engine(engine_factory), hide=hider.hook,
+        self.stream = StreamBatcher(self._sink)  # token deltas at a frame rate: one signal per frame, not per token
+        self.worker = AgentWorker(paths, self.stream, engine_factory=background_engine(engine_factory), hide=hider.hook,
                                   dry_run=dry_run, executor_factory=executor_factory)
         self._started = False
 

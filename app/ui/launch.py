@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from app.domain.paths import BASE_DIR_ENV, default_paths
 
@@ -55,6 +56,16 @@ def _stop_on_signals(quit_fn: object) -> object:
     return (notifier, reader, writer)
 
 
+def listen_to_later_launches(server: Any, app: Any) -> Any:
+    """A later `deskhand` is heard once no step acts and no run goes on: its window must not take the keyboard
+    focus from the window a step types into (the report's defect 5)."""
+    from app.ui.single_instance import HeldWhileBusy
+
+    held = HeldWhileBusy(app.handle_instance_message, lambda: bool(app.hider.hidden or app.host.busy), app)
+    server.received.connect(held.receive)
+    return held
+
+
 def launch(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     if args.install_desktop_entry:
@@ -75,12 +86,16 @@ def launch(argv: Sequence[str]) -> int:
     from app.ui.messages import close_logging, setup_logging
 
     log_path = setup_logging(paths.logs)
+    with contextlib.suppress(OSError):
+        os.chmod(log_path, 0o600)  # the log names windows and steps: this user's only (defect 7)
     status = check_display()
     if not status.usable:
         log.error("no usable display: %s", status.what)
         print(f"deskhand: {status.what}\n→ {status.todo}", file=sys.stderr)
         return 2
     declare_dpi_awareness()
+    if hasattr(os, "umask"):
+        os.umask(0o077)  # every file the app writes from here on (log, history, screenshots, exports): this user's
     task = " ".join(args.task).strip()
     try:
         return _run(args, paths, task, log_path, status.warning)
@@ -118,7 +133,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     reporter.install()
     notices = tuple(n for n in (warning, DRY_RUN_NOTICE if args.dry_run else "") if n)
     app = Application(paths, loaded, dry_run=args.dry_run, notices=notices)  # type: ignore[arg-type]
-    server.received.connect(app.handle_instance_message)
+    keep_held = listen_to_later_launches(server, app)
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
@@ -132,5 +147,5 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
         server.close()
         reporter.uninstall()
         signal.set_wakeup_fd(-1)
-        del keep
+        del keep, keep_held
     return rc

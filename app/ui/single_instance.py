@@ -1,5 +1,11 @@
 """One Deskhand per user: the first instance listens on a per-user local socket; a later launch hands its task
-(or just "show yourself") to it and exits. JSON lines: {"cmd": "show"} or {"cmd": "task", "task": "…"}."""
+(or just "show yourself") to it and exits. JSON lines: {"cmd": "show"} or {"cmd": "task", "task": "…"}.
+
+The socket lives in a folder only this user can enter ($XDG_RUNTIME_DIR, else a 0700 folder of our own), and
+both ends check the other's uid where the platform tells it: another local user can neither receive a task
+(it may hold an IBAN or a password) nor keep Deskhand from starting by squatting the name. A message that
+arrives while a step acts waits until it is done: raising a window then would take the keyboard focus from the
+window the step types into."""
 
 from __future__ import annotations
 
@@ -8,12 +14,16 @@ import hashlib
 import json
 import logging
 import os
+import socket
+import stat
+import struct
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 log = logging.getLogger("deskhand.ui.instance")
@@ -29,8 +39,68 @@ def server_name(base_dir: str | None = None) -> str:
     name = f"deskhand-{user}{suffix}"
     if sys.platform.startswith("win"):
         return name  # a named pipe
-    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return str(Path(folder) / f"{name}.sock")
+    return str(private_dir() / f"{name}.sock")
+
+
+def _private(folder: Path) -> bool:
+    """A real folder (not a link) of ours that nobody else can enter; closes one of ours that is too open."""
+    try:
+        st = folder.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    if st.st_mode & 0o077:
+        try:
+            folder.chmod(0o700)
+        except OSError:
+            return False
+    return True
+
+
+def private_dir() -> Path:
+    """$XDG_RUNTIME_DIR when it is private; else /tmp/deskhand-UID (made 0700, checked: another user may have
+    made it first); else a folder in the user's home."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _private(Path(runtime)):
+        return Path(runtime)
+    folder = Path(tempfile.gettempdir()) / f"deskhand-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        log.warning("cannot create %s", folder)
+    if _private(folder):
+        return folder
+    log.warning("%s is not a private folder of this user (someone else made it?); using one in the home folder",
+                folder)
+    home = Path.home() / ".cache" / "deskhand" / "run"
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private(home)
+    return home
+
+
+def peer_uid(descriptor: int) -> int | None:
+    """The uid of the process at the other end of a local socket (Linux: SO_PEERCRED); None where unknown."""
+    if descriptor < 0 or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        s = socket.socket(fileno=os.dup(descriptor))
+    except OSError:
+        return None
+    try:
+        creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def _same_user(sock: QLocalSocket) -> bool:
+    uid = peer_uid(int(sock.socketDescriptor()))
+    return uid is None or not hasattr(os, "getuid") or uid == os.getuid()
 
 
 def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) -> bool:
@@ -38,6 +108,10 @@ def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) 
     sock = QLocalSocket()
     sock.connectToServer(name)
     if not sock.waitForConnected(timeout_ms):
+        return False
+    if not _same_user(sock):  # someone else's socket under our name: tell it nothing
+        log.warning("the process listening on %s belongs to another user; nothing was sent to it", name)
+        sock.abort()
         return False
     sock.write((json.dumps(message) + "\n").encode())
     sock.flush()
@@ -77,6 +151,11 @@ class InstanceServer(QObject):
     def _accept(self) -> None:
         while self.server.hasPendingConnections():
             sock = self.server.nextPendingConnection()
+            if not _same_user(sock):
+                log.warning("refused a connection from another user's process")
+                sock.abort()
+                sock.deleteLater()
+                continue
             buffer = bytearray()
 
             def read(s: QLocalSocket = sock, buf: bytearray = buffer) -> None:
@@ -101,3 +180,32 @@ class InstanceServer(QObject):
 
     def close(self) -> None:
         self.server.close()
+
+
+class HeldWhileBusy(QObject):
+    """Delivers instance messages, holding them while `busy()` says a step acts (and for the rest of the run):
+    the message's window would otherwise take the keyboard focus from the window Deskhand types into."""
+
+    def __init__(self, deliver: Callable[[dict[str, Any]], None], busy: Callable[[], bool],
+                 parent: QObject | None = None, poll_ms: int = 100) -> None:
+        super().__init__(parent)
+        self.deliver, self.busy = deliver, busy
+        self.pending: list[dict[str, Any]] = []
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_ms)
+        self._timer.timeout.connect(self._flush)
+
+    def receive(self, msg: dict[str, Any]) -> None:
+        self.pending.append(msg)
+        if self.busy():
+            log.info("a message from another launch waits until the run is done")
+            self._timer.start()
+        else:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.busy():
+            return
+        self._timer.stop()
+        while self.pending:
+            self.deliver(self.pending.pop(0))

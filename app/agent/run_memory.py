@@ -1,0 +1,45 @@
+"""What a run keeps: screenshots only while the model still sees them, secrets never in the record."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from app.agent.recorder import StepRecord
+from app.domain.proposal import PastStep
+
+REDACTED = "[redacted]"
+_TEXT_FIELDS = ("observation", "raw_output", "note", "thought", "action", "description", "reason", "edited_action",
+                "feedback", "executed", "error")
+
+
+def let_go_of_old_images(history: list[PastStep], kept: int) -> None:
+    """Drop the pixels of the step that just fell out of the last `kept` (about 8 MB each at 1080p): the prompt
+    shows older steps as placeholders, and the engine holds their embeddings by digest."""
+    old = len(history) - 1 - kept
+    if old >= 0 and history[old].observation.image is not None:
+        past = history[old]
+        history[old] = replace(past, observation=replace(past.observation, image=None))
+
+
+def redact(rec: StepRecord, secrets: set[str]) -> StepRecord:
+    """The record without the run's secrets (the model and the approval dialog still saw them)."""
+    if not secrets:
+        return rec
+    forms = secrets | {json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets}  # as the raw JSON answer has it
+    forms |= {json.dumps(s)[1:-1] for s in secrets}
+    ordered = sorted(forms, key=len, reverse=True)
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in ordered:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return replace(rec, **{f: clean(getattr(rec, f)) for f in _TEXT_FIELDS})
