@@ -143,6 +143,16 @@ class WindowHider(QObject):
             active.raise_()
             active.activateWindow()
 
+    def bring_back(self, widget: QWidget) -> None:
+        """Show a window that was put out of the way: now, or with the others once the screen is Deskhand's
+        again (showing it while a grab or an action is under way would put it in the screenshot)."""
+        if self._hidden or self._holds:
+            if widget not in self._hidden:
+                self._hidden.append(widget)
+            return
+        widget.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, True)
+        widget.show()
+
     def forget(self, widget: QWidget) -> None:
         """A window closed for good while hidden (the dialog after its decision): do not show it again."""
         if widget in self._hidden:

@@ -13,6 +13,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.ui.shortcuts import label
+
 log = logging.getLogger("deskhand.ui.hotkeys")
 
 # pynput's Key names (keyboard.Key members) that make sense in a shortcut
@@ -27,28 +29,30 @@ MODIFIERS = frozenset({"alt", "alt_l", "alt_r", "alt_gr", "ctrl", "ctrl_l", "ctr
 
 
 def hotkey_problem(spec: str) -> str:
-    """Why `spec` is not a usable pynput hotkey ("" when it is), without importing pynput (no display needed)."""
+    """Why `spec` is not a usable shortcut ("" when it is), in words, without importing pynput (no display
+    needed). The settings store pynput's syntax; people see the keys' names (app.ui.shortcuts.label)."""
     parts = spec.split("+") if spec else []
     if not parts or any(p == "" for p in parts):
-        return f"“{spec}” is not a key combination; write it like <ctrl>+<alt>+<space>."
+        return "No keys are set: click the field and press the keys you want, e.g. Ctrl+Alt+Space."
     keys = []
     for part in parts:
         named = re.fullmatch(r"<([a-z0-9_]+)>", part)
         if named:
             name = named.group(1)
             if name not in KEY_NAMES and not name.isdigit():
-                return f"“{part}” is not a key name pynput knows (for example <ctrl>, <alt>, <shift>, <f9>)."
+                return f"“{name}” is not a key Deskhand can listen for; choose another key."
             keys.append(name)
         elif len(part) == 1:
             keys.append(part.lower())
         else:
-            return f"“{part}” must be one character or a key name in angle brackets, like <space>."
+            return f"“{part}” is not a key Deskhand can listen for; choose another key."
+    shown = label(spec)
     if len(set(keys)) != len(keys):
-        return f"“{spec}” names a key twice."
+        return f"{shown} names a key twice."
     if all(k in MODIFIERS for k in keys):
-        return f"“{spec}” has only modifiers; add the key to press, e.g. <ctrl>+<alt>+<space>."
+        return f"{shown} has only Ctrl, Alt, Shift or Super: add the key to press, e.g. Ctrl+Alt+Space."
     if not any(k in MODIFIERS for k in keys) and not any(k.startswith("f") and k[1:].isdigit() for k in keys):
-        return f"“{spec}” has no modifier: it would fire while you type. Add <ctrl>, <alt> or <cmd>."
+        return f"{shown} alone would fire while you type: hold Ctrl, Alt or Super with it."
     return ""
 
 
@@ -70,7 +74,7 @@ class GlobalHotkey(QObject):
         self.ready.clear()
         problem = hotkey_problem(spec)
         if problem:
-            self.failed.emit(f"The quick-task hotkey is not set up: {problem}")
+            self.failed.emit(f"The quick-task shortcut is not set up: {problem}")
             return
         threading.Thread(target=self._start, args=(spec,), name="deskhand-hotkey-start", daemon=True).start()
 
@@ -84,7 +88,8 @@ class GlobalHotkey(QObject):
             _start_listener(listener)
         except Exception as exc:  # ImportError (no X), ValueError (pynput refused the spec), DeskhandError
             log.warning("quick-task hotkey %s unavailable: %s", spec, exc)
-            self.failed.emit(f"The quick-task hotkey {spec} could not be set up: {exc}")
+            self.failed.emit(f"The quick-task shortcut {label(spec)} could not be set up ({exc}). "
+                             "Choose other keys in Settings → Shortcuts.")
             return
         with self._lock:
             if self.spec != spec:  # replaced or stopped meanwhile

@@ -76,6 +76,22 @@ def error_html(error: BaseException | str, lead: str = "") -> str:
     return head + (f"<br>→ {escape(todo)}" if todo else "")
 
 
+OUTCOME_HEADS = {"answered": "Done.", "stopped": "Stopped.", "failed": "The task failed.",
+                 "step_limit": "Step limit reached."}
+
+
+def outcome_html(outcome: str, answer: str, message: str) -> str:
+    """How a run ended, said once: "Stopped by you." rather than "Stopped. Stopped by you."."""
+    head = OUTCOME_HEADS.get(outcome, outcome)
+    body = answer or message
+    what, todo = what_and_todo(body)
+    if what.lower().startswith(head.rstrip(".").lower()):
+        text = f"<b>{escape(what)}</b>"
+    else:
+        text = f"<b>{escape(head)}</b> {escape(what)}" if what else f"<b>{escape(head)}</b>"
+    return text + (f"<br>→ {escape(todo)}" if todo else "")
+
+
 def show_error(parent: QWidget | None, error: BaseException | str, title: str = "Deskhand") -> None:
     """A modal box, for errors with no main window to show them in."""
     box = QMessageBox(QMessageBox.Icon.Warning, title, "", QMessageBox.StandardButton.Ok, parent)
