@@ -185,9 +185,11 @@ def test_pause_answers_at_once_and_a_stopped_step_says_stopped(qtbot, make_app):
     qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
     app.main.pause_button.click()
     assert app.main.pause_button.text() == "Resume" and app.main.pause_action.text() == "&Resume"
-    assert "pausing before the next step" in app.main.status.label.text()
+    assert app.main.status.current().text.startswith("<b>Pausing.</b>")
+    assert app.main.activity_label.text().endswith("pausing before the next step")
     app.main.pause_button.click()  # changed their mind before the step ended
-    assert app.main.pause_button.text() == "Pause" and "pausing" not in app.main.status.label.text()
+    assert app.main.pause_button.text() == "Pause" and not app.main.status.has("paused")
+    assert "pausing" not in app.main.activity_label.text()
     with qtbot.waitSignal(app.presenter.finished, timeout=20000):
         app.main.stop_button.click()
     assert app.main.steps.decisions() == {1: "stopped"}
@@ -319,3 +321,18 @@ def test_the_approval_dialog_has_no_minimise_button():
     assert flags & Qt.WindowType.WindowCloseButtonHint
     d.deleteLater()
 
+
+
+def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_cut(qtbot):
+    from app.ui.status_area import StatusArea
+
+    area = StatusArea()
+    qtbot.addWidget(area)
+    area.resize(420, area.height())
+    area.show()
+    height = area.height()
+    long = ("<b>The task failed.</b> The text model file /home/me/models/Holotron-12B-Q4_K_M.gguf does not exist."
+            "<br>→ Check the path in Settings, or run the setup again to choose the files.")
+    area.show_message(long, "error", "outcome")
+    qtbot.waitUntil(lambda: "…" in area.label.text() and area.label.heightForWidth(area.label.width()) <= height)
+    assert area.height() == height and area.label.toolTip() == long  # the whole text is one hover away

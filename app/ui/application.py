@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from app.agent.worker import EngineFactory, local_engine
+from app.domain import events as ev
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, save_settings
 from app.ui import shortcuts
@@ -21,7 +22,7 @@ from app.ui.hider import WindowHider
 from app.ui.history_view import HistoryStore, HistoryWindow
 from app.ui.hotkeys import GlobalHotkey
 from app.ui.main_window import MainWindow
-from app.ui.messages import error_html
+from app.ui.messages import OUTCOME_HEADS, error_html
 from app.ui.overlay import TargetOverlay
 from app.ui.quick_task import QuickTaskBox
 from app.ui.responsiveness import keep_ui_responsive
@@ -178,13 +179,14 @@ class Application(QObject):
             self.queue.add(task)  # it waits, visibly, and is offered when the run ends
             return False
         self.presenter.begin(self.settings.approval_policy == "auto_approve_safe")
+        self.queue.run_started()
         return True
 
-    def _run_finished(self, _: object) -> None:
+    def _run_finished(self, e: ev.RunFinished) -> None:
         if self._closed:  # the run Quit stopped
             return
         self.refresh_recent()
-        self.queue.run_ended()
+        self.queue.run_ended(OUTCOME_HEADS.get(e.outcome, ""))
 
     def open_quick_task(self) -> None:
         if self.hider.hidden:  # a screenshot or an action is under way: open it once Deskhand is back
@@ -204,7 +206,8 @@ class Application(QObject):
     def handle_instance_message(self, msg: dict[str, Any]) -> None:
         """A later `deskhand` launch: bring the window forward, and start its task if it brought one."""
         log.info("message from another launch: %s", msg.get("cmd"))
-        self.main.show_and_raise()
+        if not self.presenter.main_stepped_aside:  # not back over the target of a step that waits
+            self.main.show_and_raise()
         task = str(msg.get("task") or "").strip()
         if msg.get("cmd") == "task" and task:
             if self.presenter.running:

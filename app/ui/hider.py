@@ -143,6 +143,10 @@ class WindowHider(QObject):
             active.raise_()
             active.activateWindow()
 
+    def holds(self, widget: QWidget) -> bool:
+        """Whether `widget` is off the screen for a grab or an action, to come back afterwards."""
+        return widget in self._hidden
+
     def bring_back(self, widget: QWidget) -> None:
         """Show a window that was put out of the way: now, or with the others once the screen is Deskhand's
         again (showing it while a grab or an action is under way would put it in the screenshot)."""

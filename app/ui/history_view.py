@@ -98,7 +98,8 @@ class HistoryWindow(QWidget):
         self.run_id: int | None = None
         root = QVBoxLayout(self)
         self.status = StatusArea()
-        self.status.set_state("Choose a run to replay it step by step.", "#9ca3af")
+        self.status.set_state("Past runs, newest first. Export saves one as a folder; Delete removes it and its "
+                              "screenshots.", "#9ca3af")
         root.addWidget(self.status)
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()

@@ -11,8 +11,9 @@ from app.ui.hotkeys import hotkey_problem
 from app.ui.shortcuts import label, modifiers_label, spec_from_keys
 
 PROMPT = "Press the keys…"
-HELD = {Qt.Key.Key_Control: Qt.KeyboardModifier.ControlModifier, Qt.Key.Key_Alt: Qt.KeyboardModifier.AltModifier,
-        Qt.Key.Key_Shift: Qt.KeyboardModifier.ShiftModifier, Qt.Key.Key_Meta: Qt.KeyboardModifier.MetaModifier}
+HELD: dict[int, Qt.KeyboardModifier] = {  # a modifier key's own press may not list itself as held yet
+    int(Qt.Key.Key_Control): Qt.KeyboardModifier.ControlModifier, int(Qt.Key.Key_Alt): Qt.KeyboardModifier.AltModifier,
+    int(Qt.Key.Key_Shift): Qt.KeyboardModifier.ShiftModifier, int(Qt.Key.Key_Meta): Qt.KeyboardModifier.MetaModifier}
 
 
 class KeyRecorder(QLineEdit):

@@ -41,6 +41,8 @@ class TargetOverlay(QWidget):
         self._label = ""
         self._label_left = False
         self._grab: QPoint | None = None  # where in the window the user holds it
+        self._words: str = ""
+        self._away: QRect | None = None  # what point_at was given: the label is placed again after a drag
         self.target: tuple[int, int] | None = None  # input coordinates
 
     def _label_font(self) -> QFont:
@@ -52,6 +54,7 @@ class TargetOverlay(QWidget):
         """Show the marker centred on (x, y), input coordinates, with a few words beside it: on the side away
         from `away_from` (the approval dialog) and inside the screen."""
         self.target = (x, y)
+        self._words, self._away = label, away_from
         label = label if len(label) <= 40 else label[:37] + "…"
         self._label = f"{label} · {DRAG_HINT}" if label else DRAG_HINT
         centre = to_logical(x, y)
@@ -123,6 +126,7 @@ class TargetOverlay(QWidget):
         self._grab = None
         self.setCursor(Qt.CursorShape.OpenHandCursor)
         if self.target is not None:
+            self.point_at(*self.target, self._words, self._away)  # the words on the side where they fit
             self.moved.emit(*self.target)
 
     def clear(self) -> None:

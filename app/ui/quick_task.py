@@ -74,7 +74,7 @@ class QuickTaskBox(QWidget):
         task = self.line.text().strip()
         if not task:
             self._set_hint("Type a task first, then press Enter", "#fbbf24")
-            QTimer.singleShot(2500, lambda: self.set_busy_hint(self._busy))
+            QTimer.singleShot(2500, self, lambda: self.set_busy_hint(self._busy))
             return
         self.hide()
         self.line.clear()

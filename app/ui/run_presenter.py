@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.ui import placement
-from app.ui.activity import RunActivity
+from app.ui.activity import PHASE_WORDS, RunActivity
 from app.ui.agent_host import AgentHost, Delivered
 from app.ui.approval_dialog import ApprovalDialog
 from app.ui.main_window import MainWindow
@@ -72,10 +72,13 @@ class RunPresenter(QObject):
         self.state_changed.emit(state, words)
 
     def _activity_changed(self, phase: str, words: str) -> None:
+        if self.pause_pending and not self.paused:
+            words = f"{words} · pausing before the next step" if words else "Pausing before the next step"
         self.main.set_activity(words)
+        step = self.activity.step
+        if step and phase in ("reading", "thinking", "writing"):
+            self.main.steps.working(step, PHASE_WORDS[phase][:1].upper() + PHASE_WORDS[phase][1:] + "…")
         if self.running or phase == "idle":
-            if self.pause_pending and not self.paused:
-                words = f"{words} · pausing before the next step" if words else "Pausing before the next step"
             self.set_state(PHASE_STATE.get(phase, "thinking"), words)
 
     def set_running(self, running: bool) -> None:
@@ -155,11 +158,13 @@ class RunPresenter(QObject):
     # ------------------------------------------------------------------ the main window out of the way
     def _step_aside(self, avoid: placement.Rect | None) -> None:
         """Hide the main window while the step waits, if it covers the target (as during a screenshot)."""
-        if avoid is None or not self.main.isVisible():
+        hider = self.host.hider
+        if avoid is None or not (self.main.isVisible() or hider.holds(self.main)):  # (hidden for a grab: counts)
             return
         g = self.main.frameGeometry()
         if placement.Rect(g.x(), g.y(), g.width(), g.height()).intersects(avoid):
             self.main_stepped_aside = True
+            hider.forget(self.main)  # not back when the grab ends; when the step is decided
             self.main.hide()
             log.info("the main window steps aside: it covers the target")
 
@@ -238,8 +243,11 @@ class RunPresenter(QObject):
         if paused and not self.paused:
             self.pause_pending = True
             self._show_paused(True)
-            self._activity_changed(self.activity.phase, self.activity.words())
+            self.main.status.show_message("<b>Pausing.</b> Deskhand stops before its next step; what it is doing "
+                                          "now finishes first.", "warning", "paused",
+                                          [("Resume", lambda: self.pause(False)), ("Stop", self.stop)])
         elif not paused:
             self.pause_pending = False
             self._show_paused(False)
-            self._activity_changed(self.activity.phase, self.activity.words())
+            self.main.status.remove("paused")
+        self._activity_changed(self.activity.phase, self.activity.words())

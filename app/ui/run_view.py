@@ -16,6 +16,7 @@ from app.ui.stream_text import readable
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
 
+CHOOSING = "Choosing the action…"
 LIVE_PLACEHOLDER = "The screen Deskhand sees appears here when a task runs."
 
 
@@ -81,13 +82,16 @@ class RunView(QObject):
         elif isinstance(e, ev.StepDecided):
             m.steps.decided(e.step, e.decision, e.feedback)
         elif isinstance(e, ev.StepExecuted):
-            m.steps.executed(e.step, e.duration_s)
+            m.steps.executed(e.step, e.duration_s, e.description)
         elif isinstance(e, ev.RunFinished):
             self._flush_stream()
             self._stream_timer.stop()
             m.progress.setVisible(False)
             m.setWindowTitle("Deskhand")
             m.steps.finished(e.outcome)
+            text = m.thought.toPlainText()
+            if text.endswith(CHOOSING):  # the answer never got to its action: do not say it still is
+                m.thought.setPlainText(text[: -len(CHOOSING)].rstrip())
             m.live.set_placeholder(LIVE_PLACEHOLDER if e.steps or e.outcome != "failed" else
                                    "The task ended before the first screenshot.")
 

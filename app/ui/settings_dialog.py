@@ -15,10 +15,12 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -55,12 +57,21 @@ def _double(lo: float, hi: float, decimals: int, step: float, suffix: str = "") 
 
 
 def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) -> None:
-    """A row with a sentence under it saying what the option does, in plain words."""
-    form.addRow(label, widget)
+    """A row with a sentence under its field saying what the option does, in plain words."""
+    column = QWidget()
+    lay = QVBoxLayout(column)
+    lay.setContentsMargins(0, 0, 0, 4)
+    lay.setSpacing(2)
+    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
+        widget.setMinimumWidth(200)
+        lay.addWidget(widget, 0, Qt.AlignmentFlag.AlignLeft)  # a number needs no full-width field
+    else:
+        lay.addWidget(widget)
     note = QLabel(sentence)
     note.setWordWrap(True)
-    note.setStyleSheet("color: #4b5563; margin-bottom: 6px;")
-    form.addRow("", note)
+    note.setStyleSheet("color: #4b5563;")
+    lay.addWidget(note)
+    form.addRow(label, column)
 
 
 def _form(tab: QWidget) -> QFormLayout:
@@ -104,7 +115,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         root.addWidget(self.buttons)
         self.load(settings)
-        self.resize(680, self.sizeHint().height())
+        self.resize(700, 560)
 
     # ------------------------------------------------------------------ tabs
     def _file_row(self, edit: QLineEdit, title: str) -> QWidget:
@@ -135,7 +146,10 @@ class SettingsDialog(QDialog):
         self.setup_button = QPushButton("Run the setup again…")
         self.setup_button.setToolTip("Check this computer again and choose or download a model")
         self.setup_button.clicked.connect(self.setup_requested)
-        form.addRow("", self.setup_button)
+        row = QHBoxLayout()
+        row.addWidget(self.setup_button)
+        row.addStretch(1)
+        form.addRow("", row)
         self.policy = QComboBox()
         for key, words in POLICIES:
             self.policy.addItem(words, key)
@@ -160,11 +174,12 @@ class SettingsDialog(QDialog):
         _explained(form, "Stop the task:", self.panic,
                    "Works everywhere while a task runs, and in Deskhand's windows. Pushing the mouse into a corner "
                    "of the screen stops a task too.")
-        keys = QLabel("In Deskhand's window: " + " · ".join(f"{k} {what}" for k, what in (
-            ("Enter", "starts the task"), (shortcuts.NEW_TASK, "new task"), (shortcuts.PAUSE, "pause"),
-            (shortcuts.HISTORY, "history"), (shortcuts.SETTINGS, "settings"), (shortcuts.QUIT, "quit"))))
-        keys.setWordWrap(True)
-        keys.setStyleSheet("color: #4b5563;")
+        rows = "".join(f"<tr><td style='padding-right: 16px'><b>{k}</b></td><td>{what}</td></tr>" for k, what in (
+            ("Enter", "start the task in the task box (Shift+Enter: a new line)"), (shortcuts.NEW_TASK, "new task"),
+            (shortcuts.PAUSE, "pause or resume"), (shortcuts.HISTORY, "history"), (shortcuts.SETTINGS, "settings"),
+            (shortcuts.QUIT, "quit")))
+        keys = QLabel(f"In Deskhand's window:<table style='margin-top: 4px'>{rows}</table>")
+        keys.setStyleSheet("color: #374151;")
         form.addRow(keys)
         return tab
 
@@ -184,8 +199,8 @@ class SettingsDialog(QDialog):
         return tab
 
     def _advanced_tab(self) -> QWidget:
-        tab = QWidget()
-        form = _form(tab)
+        inner = QWidget()
+        form = _form(inner)
         intro = QLabel("You rarely need these. The setup chooses them for this computer.")
         intro.setStyleSheet("color: #4b5563;")
         form.addRow(intro)
@@ -231,7 +246,11 @@ class SettingsDialog(QDialog):
         self.token.setPlaceholderText("hf_…")
         _explained(form, "Hugging Face access token:", self.token,
                    "Only for downloading models that need you to sign in. It is kept in the system keyring.")
-        return tab
+        scroll = QScrollArea()
+        scroll.setWidget(inner)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        return scroll
 
     # ------------------------------------------------------------------ values
     def load(self, s: Settings) -> None:

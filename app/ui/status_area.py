@@ -4,12 +4,14 @@ same height, so nothing below it moves under the pointer. With no message it sho
 
 from __future__ import annotations
 
+import html
 import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 STYLES = {  # background, text
@@ -51,6 +53,7 @@ class StatusArea(QFrame):
         self.label.setTextFormat(Qt.TextFormat.RichText)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row.addWidget(self.label, 1)
+        self.label.installEventFilter(self)
         self._buttons: list[QPushButton] = []
         self._button_row = QHBoxLayout()
         self._button_row.setSpacing(6)
@@ -142,6 +145,38 @@ class StatusArea(QFrame):
         else:
             self._expiry.stop()
 
+    def _fitted(self, text: str) -> str:
+        """The message as it fits in LINES lines at the label's width: too long a line ends in "…" rather than
+        being cut through the middle by the fixed height."""
+        width = self.label.width()
+        self.label.setText(text)
+        if width <= 0 or self.label.heightForWidth(width) <= self.height() - 8:
+            return text
+        doc = QTextDocument()
+        doc.setHtml(text)
+        lines = [ln for ln in doc.toPlainText().split("\n") if ln.strip()][: self.LINES]
+        bold = text.startswith("<b>")
+        strong = QFont(self.label.font())
+        strong.setBold(True)
+        out = []
+        for i, line in enumerate(lines):
+            first = bold and i == 0
+            metrics = QFontMetrics(strong) if first else self.label.fontMetrics()
+            shown = html.escape(metrics.elidedText(line, Qt.TextElideMode.ElideRight, width - 8))
+            out.append(f"<b>{shown}</b>" if first else shown)
+        return "<br>".join(out)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if obj is self.label and event.type() == QEvent.Type.Resize and self._shown is not None:
+            QTimer.singleShot(0, self, self._refit)  # the window or the buttons beside it changed its width
+        return False
+
+    def _refit(self) -> None:
+        if self._shown is not None:
+            text = self._fitted(self._shown.text)
+            if text != self.label.text():
+                self.label.setText(text)
+
     def _render(self) -> None:
         msg = self._shown
         kind = msg.kind if msg is not None else "state"
@@ -153,7 +188,7 @@ class StatusArea(QFrame):
             self.label.setToolTip("")
             self.dot.setStyleSheet(f"color: {self._state_colour};")
         else:
-            self.label.setText(msg.text)
+            self.label.setText(self._fitted(msg.text))
             self.label.setToolTip(msg.text)  # the whole text, should the window be too narrow for it
             self.dot.setStyleSheet(f"color: {fg};")
         for b in self._buttons:

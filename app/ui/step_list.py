@@ -112,8 +112,12 @@ class StepList(QTreeWidget):
         if feedback:
             item.setToolTip(DECISION, feedback)
 
-    def executed(self, step: int, duration_s: float) -> None:
+    def executed(self, step: int, duration_s: float, description: str = "") -> None:
         item = self.row(step)
+        if description and description != item.text(ACTION):  # edited: what was done, at the point it was done
+            item.setText(ACTION, description)
+            item.setToolTip(ACTION, description)
+            self.details[step].description = description
         think = self._think.get(step)
         item.setText(TIME, (f"think {think:.1f} s\n" if think is not None else "") + f"act {duration_s:.1f} s")
 

@@ -49,18 +49,26 @@ class TaskQueue(QObject):
             self.waiting.popleft()
         self._show_waiting()
 
-    def run_ended(self) -> None:
-        """Offer the first waiting task: in the task box, with a button to start it."""
+    def run_ended(self, how: str = "") -> None:
+        """Offer the first waiting task: in the task box, with a button to start it. `how`: how the run that
+        just ended ended, in a few words (the outcome's own message is one click away)."""
         if not self.waiting:
             return
         self.offered = self.waiting.popleft()
         self.put_in_box(self.offered)
         more = f" ({len(self.waiting)} more after it)" if self.waiting else ""
-        self.status.show_message(f"<b>The task that waited is ready:</b> {_quoted(self.offered)}{more}", "info", KEY,
-                                 [("Start it", self._start_offered), ("Not now", self.discard)])
+        lead = f"{escape(how)} " if how else ""
+        self.status.show_message(f"{lead}<b>The task that waited is ready:</b> {_quoted(self.offered)}{more}", "info",
+                                 KEY, [("Start it", self._start_offered), ("Not now", self.discard)])
+
+    def run_started(self) -> None:
+        """A run began (the offered task, or another the user chose instead): the offer no longer holds."""
+        if self.offered:
+            self.offered = ""
+            self.status.remove(KEY)
+        self._show_waiting()
 
     def _start_offered(self) -> None:
         task, self.offered = self.offered, ""
         self.status.remove(KEY)
-        if self.start(task):
-            self._show_waiting()
+        self.start(task)

@@ -15,6 +15,8 @@ from app.setup.flow import Checked, memory_fit
 from app.setup.gpu import GPU, rebuild_command
 from app.ui.setup.context import ERR_COLOUR, Probe, SetupContext, label
 
+IN_CONTROL = ("<b>You stay in control:</b> every step waits for your OK (you can let safe steps go ahead), "
+              "Shift+Esc stops a task at any moment, and so does pushing the mouse into a corner of the screen.")
 NEXT_STEPS = ("<b>Next:</b> choose the model files if you have them, or download a model. Deskhand checks the "
               "files, then you can type your first task: it shows every step and waits for your OK.")
 
@@ -61,9 +63,11 @@ class GpuPage(QWizardPage):
         self.rebuild_row.hide()
         self.recommend_label = label()
         self.next_label = label(NEXT_STEPS)
+        self.control_label = label(IN_CONTROL)
         lay = QVBoxLayout(self)
         lay.setSpacing(12)
-        for w in (self.gpu_label, self.build_label, self.rebuild_row, self.recommend_label, self.next_label):
+        for w in (self.gpu_label, self.build_label, self.rebuild_row, self.recommend_label, self.control_label,
+                  self.next_label):
             lay.addWidget(w)
         lay.addStretch(1)
 
