@@ -73,6 +73,7 @@ def button_places(app: Application) -> list[QRect]:
 def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot, make_app):
     app = make_app(Settings())  # no model: the notice shows at once
     app.start()
+    assert app.main.model_label.text() == "No model chosen yet"
     qtbot.waitUntil(app.main.isVisible)
     qtbot.wait(50)
     before, height = button_places(app), app.main.status.height()
@@ -90,6 +91,7 @@ def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot,
     assert app.main.status.current().key == "same"
     app.save_settings(READY)  # now there is a model: the notice that said there is none goes
     qtbot.waitUntil(lambda: not app.main.status.has("no-model"))
+    assert app.main.model_label.text() == "scripted (loads with the first task)"
     qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()))
 
 

@@ -160,7 +160,9 @@ def test_esc_and_closing_ask_before_they_stop_the_run_and_the_stop_key_stops_at_
 
 def test_skip_and_the_auto_approve_switch(qtbot, dialog):
     present(qtbot, dialog, proposed(7), auto=False)
+    assert dialog.why.text() == "Asking because auto-approve is off."
     dialog.auto.setChecked(True)
+    assert dialog.why.text() == "Auto-approve is on from the next step."  # at once, not at the next step
     dialog.skip_button.click()
     assert dialog.got == [(7, Decision("skip", auto_approve_safe=True))]
     present(qtbot, dialog, proposed(8), auto=True)

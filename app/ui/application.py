@@ -71,6 +71,7 @@ class Application(QObject):
         self._closed = False
         self._wire()
         self.apply_keys()
+        self.main.show_model_file(self.settings.text_model)
 
     @property
     def wizard(self) -> QWidget | None:
@@ -249,6 +250,8 @@ class Application(QObject):
         previous = self.settings
         self.settings = settings  # the next run uses them; the file follows on the background thread
         self.apply_keys()
+        if settings.text_model != previous.text_model:
+            self.main.show_model_file(settings.text_model)
 
         def saved(_: object) -> None:
             self.warnings = ()

@@ -5,6 +5,8 @@ application decides."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
@@ -231,6 +233,15 @@ class MainWindow(QMainWindow):
     def set_activity(self, words: str) -> None:
         if words != self.activity_label.text():
             self.activity_label.setText(words)
+
+    def show_model_file(self, path: str) -> None:
+        """Before the first task loads it: which model is chosen (not "no model" when one is)."""
+        if path:
+            self.model_label.setText(f"{Path(path).stem} (loads with the first task)")
+            self.model_label.setToolTip(path)
+        else:
+            self.model_label.setText("No model chosen yet")
+            self.model_label.setToolTip("")
 
     def set_recent(self, tasks: list[str]) -> None:
         self.recent.set_tasks(tasks)

@@ -75,6 +75,7 @@ class SetupFlow(QObject):
 
     def _finished(self, settings: Settings) -> None:
         self.app.settings = settings  # the wizard saved them
+        self.app.main.show_model_file(settings.text_model)
         if self.app.model_ready():
             self.app.main.status.remove("no-model")
             self.app.main.status.show_message("<b>The model is set up.</b> Type a task and press Enter.", "success",
