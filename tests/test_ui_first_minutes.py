@@ -110,7 +110,7 @@ def test_the_run_shows_its_phase_and_clock_while_the_model_works(qtbot, make_app
     qtbot.waitUntil(lambda: app.main.activity_label.text() == "Step 3 · reading the screen · 1 s", timeout=3000)
     p.on_delivered(delivered(ev.TokensStreamed(1, 3, '{"note": null, "thought": "The button')))
     assert app.main.activity_label.text().startswith("Step 3 · thinking · ")
-    assert p.state == "thinking" and "Step 3 · thinking" in app.main.status.label.text()
+    assert p.state == "thinking" and "Step 3 · thinking" in app.main.status.state_text()
     p.on_delivered(delivered(ev.TokensStreamed(1, 3, ' is there", "tool_call": {"tool_name": "cli')))
     assert app.main.activity_label.text().startswith("Step 3 · writing the action · ")
     qtbot.waitUntil(lambda: "The button is there" in app.main.thought.toPlainText(), timeout=3000)
@@ -228,7 +228,7 @@ def test_one_stop_key_everywhere_and_changed_keys_show_everywhere(qtbot, make_ap
     m = app.main
     assert m.stop_action.shortcut().toString() == "Shift+Esc"
     assert app.dialog.stop_button.text() == "Stop task (Shift+Esc)" and "Shift+Esc" in m.stop_button.toolTip()
-    assert m.quick_action.text().endswith("\tCtrl+Alt+Space") and "Ctrl+Alt+Space" in m.status.label.text()
+    assert m.quick_action.text().endswith("\tCtrl+Alt+Space") and "Ctrl+Alt+Space" in m.status.state_text()
     app.save_settings(app.settings.replace(panic_hotkey="<ctrl>+<shift>+x", quick_task_hotkey="<cmd>+k"))
     assert m.stop_action.shortcut().toString() == "Ctrl+Shift+X"
     assert app.dialog.stop_button.text() == "Stop task (Ctrl+Shift+X)" and "Ctrl+Shift+X" in m.stop_button.toolTip()

@@ -64,7 +64,8 @@ class Application(QObject):
         self.hotkey: GlobalHotkey | None = GlobalHotkey(self) if hotkeys else None
         self.presenter = RunPresenter(self.host, self.main, self.dialog, self.overlay, self.tray, self)
         self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self)
-        self.setup = SetupFlow(self, enabled=setup)
+        self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self)
+        self.setup.finished.connect(self._setup_finished)
         self.history: HistoryWindow | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.quit_box: QMessageBox | None = None
@@ -241,10 +242,20 @@ class Application(QObject):
             return
         dialog = SettingsDialog(self.settings, self.warnings, str(self.paths.data), self.main)
         dialog.saved.connect(self.save_settings)
-        dialog.setup_requested.connect(self.setup.open_from_settings)
+        dialog.setup_requested.connect(self._setup_from_settings)
         dialog.token_changed.connect(self._save_token)
         self.settings_dialog = dialog
         dialog.show()
+
+    def _setup_from_settings(self) -> None:
+        if self.settings_dialog is not None:
+            self.settings_dialog.close()
+        if not self.setup.open():
+            self.open_settings()
+
+    def _setup_finished(self, settings: Settings) -> None:
+        self.settings = settings  # the wizard saved them
+        self.main.show_model_file(settings.text_model)
 
     def save_settings(self, settings: Settings, quiet: bool = False) -> None:
         previous = self.settings

@@ -148,14 +148,13 @@ class WindowHider(QObject):
         return widget in self._hidden
 
     def bring_back(self, widget: QWidget) -> None:
-        """Show a window that was put out of the way: now, or with the others once the screen is Deskhand's
-        again (showing it while a grab or an action is under way would put it in the screenshot)."""
-        if self._hidden or self._holds:
-            if widget not in self._hidden:
-                self._hidden.append(widget)
-            return
-        widget.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, True)
-        widget.show()
+        """Show a window that was put out of the way, with the others when the screen is Deskhand's again: not
+        while a grab or an action is under way (it would be in the screenshot), and not just before the action
+        a decision starts (one show, after it, instead of a show and a hide and a show)."""
+        if widget not in self._hidden:
+            self._hidden.append(widget)
+        if self._holds == 0:
+            self._restore_timer.start()  # nothing hides it again within the delay: back anyway
 
     def forget(self, widget: QWidget) -> None:
         """A window closed for good while hidden (the dialog after its decision): do not show it again."""

@@ -30,6 +30,7 @@ from app.ui.screenshot_view import ScreenshotView
 from app.ui.status_area import StatusArea
 from app.ui.step_list import StepList
 from app.ui.task_box import RecentButton, TaskBox
+from app.ui.text_line import TextLine
 
 STATE_DOTS = {"idle": "#9ca3af", "thinking": "#0ea5e9", "waiting": "#f59e0b", "acting": "#16a34a",
               "paused": "#6b7280"}
@@ -63,7 +64,7 @@ class MainWindow(QMainWindow):
         self.keys = shortcuts.GlobalKeys("<ctrl>+<alt>+<space>", "<shift>+<esc>")
         self._build()
         self._menus()
-        self.view = RunView(self)
+        self.view = RunView(self, self)
         self.set_running(False)
         self.set_state("idle")
         self.set_keys(self.keys)
@@ -120,9 +121,7 @@ class MainWindow(QMainWindow):
         lv.addWidget(self.live, 3)
         model_head = QHBoxLayout()
         model_head.addWidget(_heading("Model"))
-        self.activity_label = QLabel()
-        self.activity_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.activity_label.setStyleSheet("color: #0369a1;")
+        self.activity_label = TextLine(colour="#0369a1")  # ticks every second while the model works
         model_head.addWidget(self.activity_label, 1)
         lv.addLayout(model_head)
         self.thought = QPlainTextEdit()
@@ -231,8 +230,7 @@ class MainWindow(QMainWindow):
         self.status.set_state(words[:1].upper() + words[1:], STATE_DOTS.get(state, "#9ca3af"))
 
     def set_activity(self, words: str) -> None:
-        if words != self.activity_label.text():
-            self.activity_label.setText(words)
+        self.activity_label.setText(words)
 
     def show_model_file(self, path: str) -> None:
         """Before the first task loads it: which model is chosen (not "no model" when one is)."""

@@ -3,18 +3,33 @@ status bar, updated from the worker's events; and a past step shown again when t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QProgressBar, QPushButton
 
 from app.domain import events as ev
 from app.ui.agent_host import Delivered
-from app.ui.step_list import StepDetail
+from app.ui.screenshot_view import ScreenshotView
+from app.ui.step_list import StepDetail, StepList
 from app.ui.stream_text import readable
 
-if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+
+class RunWidgets(Protocol):
+    """The parts of the main window a run is drawn on."""
+
+    steps: StepList
+    live: ScreenshotView
+    thought: QPlainTextEdit
+    progress: QProgressBar
+    model_label: QLabel
+    device_label: QLabel
+    speed_label: QLabel
+    screen_heading: QLabel
+    live_button: QPushButton
+
+    def setWindowTitle(self, title: str) -> None: ...
 
 CHOOSING = "Choosing the action…"
 LIVE_PLACEHOLDER = "The screen Deskhand sees appears here when a task runs."
@@ -29,8 +44,8 @@ def device_words(device: str, on_gpu: bool) -> str:
 
 
 class RunView(QObject):
-    def __init__(self, main: MainWindow) -> None:
-        super().__init__(main)
+    def __init__(self, main: RunWidgets, parent: QObject | None = None) -> None:
+        super().__init__(parent)
         self.m = main
         self._raw = ""
         self._stream_dirty = False

@@ -14,6 +14,8 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from app.ui.text_line import TextLine
+
 STYLES = {  # background, text
     "info": ("#dbeafe", "#1e3a8a"),
     "success": ("#dcfce7", "#14532d"),
@@ -43,6 +45,8 @@ class StatusArea(QFrame):
         self._messages: list[Message] = []
         self._shown: Message | None = None
         self._state_text, self._state_colour = "", "#9ca3af"
+        self._kind, self._dot = "", ""
+        self._rendered: Message | None = None  # the message the label and buttons show now
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 4, 4)
         row.setSpacing(6)
@@ -54,6 +58,8 @@ class StatusArea(QFrame):
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row.addWidget(self.label, 1)
         self.label.installEventFilter(self)
+        self.line = TextLine()  # the state, which ticks every second: no relayout each time
+        row.addWidget(self.line, 1)
         self._buttons: list[QPushButton] = []
         self._button_row = QHBoxLayout()
         self._button_row.setSpacing(6)
@@ -110,6 +116,9 @@ class StatusArea(QFrame):
     # ------------------------------------------------------------------ what tests and the gallery read
     def texts(self) -> list[str]:
         return [m.text for m in self._messages]
+
+    def state_text(self) -> str:
+        return self._state_text
 
     def current(self) -> Message | None:
         return self._shown
@@ -178,32 +187,44 @@ class StatusArea(QFrame):
                 self.label.setText(text)
 
     def _render(self) -> None:
+        """Only what changed: a state line that ticks every second must not restyle the window each time."""
         msg = self._shown
         kind = msg.kind if msg is not None else "state"
         bg, fg = STYLES.get(kind, STYLES["info"])
-        self.setStyleSheet(f"#statusArea {{ background: {bg}; border-radius: 5px; }} "
-                           f"#statusArea QLabel {{ color: {fg}; }}")
+        if kind != self._kind:
+            self._kind = kind
+            self.setStyleSheet(f"#statusArea {{ background: {bg}; border-radius: 5px; }} "
+                               f"#statusArea QLabel {{ color: {fg}; }}")
+        dot = self._state_colour if msg is None else fg
+        if dot != self._dot:
+            self._dot = dot
+            self.dot.setStyleSheet(f"color: {dot};")
+        if (msg is None) != self.line.isVisibleTo(self):
+            self.line.setVisible(msg is None)
+            self.label.setVisible(msg is not None)
         if msg is None:
-            self.label.setText(self._state_text)
-            self.label.setToolTip("")
-            self.dot.setStyleSheet(f"color: {self._state_colour};")
-        else:
+            self.line.setText(self._state_text)
+        elif msg is not self._rendered:
             self.label.setText(self._fitted(msg.text))
             self.label.setToolTip(msg.text)  # the whole text, should the window be too narrow for it
-            self.dot.setStyleSheet(f"color: {fg};")
-        for b in self._buttons:
-            self._button_row.removeWidget(b)
-            b.hide()
-            b.deleteLater()
-        self._buttons = []
-        for title, fn in msg.actions if msg is not None else []:
-            button = QPushButton(title)
-            button.setAutoDefault(False)
-            button.clicked.connect(fn)
-            self._button_row.addWidget(button)
-            self._buttons.append(button)
+        if msg is not self._rendered:
+            self._rendered = msg
+            self._set_buttons(msg.actions if msg is not None else [])
         others = len(self._messages) - (1 if msg is not None else 0)
         self.more.setVisible(others > 0)
         self.more.setText(f"{others} more ▸")
         self.close_button.setVisible(msg is not None)
         self._arm_expiry()
+
+    def _set_buttons(self, actions: Actions) -> None:
+        for b in self._buttons:
+            self._button_row.removeWidget(b)
+            b.hide()
+            b.deleteLater()
+        self._buttons = []
+        for title, fn in actions:
+            button = QPushButton(title)
+            button.setAutoDefault(False)
+            button.clicked.connect(fn)
+            self._button_row.addWidget(button)
+            self._buttons.append(button)
