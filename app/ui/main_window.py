@@ -253,7 +253,7 @@ class MainWindow(QMainWindow):
         orientation = Qt.Orientation.Vertical if narrow else Qt.Orientation.Horizontal
         if self.split.orientation() != orientation:
             self.split.setOrientation(orientation)
-            self.split.setSizes([3, 2])
+            self.split.setSizes([1, 1] if narrow else [3, 2])
 
     def closeEvent(self, event: QCloseEvent) -> None:
         event.ignore()  # the application decides: hide to the tray, or quit
