@@ -22,7 +22,7 @@ from app.ui.hider import WindowHider
 from app.ui.history_view import HistoryStore, HistoryWindow
 from app.ui.hotkeys import GlobalHotkey
 from app.ui.main_window import MainWindow
-from app.ui.messages import OUTCOME_HEADS, error_html
+from app.ui.messages import OUTCOME_HEADS, ask, error_html
 from app.ui.overlay import TargetOverlay
 from app.ui.quick_task import QuickTaskBox
 from app.ui.responsiveness import keep_ui_responsive
@@ -309,15 +309,8 @@ class Application(QObject):
             self.quit_box.raise_()
             return
         self.main.show_and_raise()
-        box = QMessageBox(QMessageBox.Icon.Question, "Quit Deskhand?",
-                          "<b>A task is running.</b> Stop it and quit Deskhand?", QMessageBox.StandardButton.NoButton,
-                          self.main)
-        stop = box.addButton("Stop and quit", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton("Keep working", QMessageBox.ButtonRole.RejectRole)
-        box.setDefaultButton(stop)
-        box.finished.connect(lambda _: self.quit() if box.clickedButton() is stop else None)
-        self.quit_box = box
-        box.open()
+        self.quit_box = ask(self.main, "Quit Deskhand?", "<b>A task is running.</b> Stop it and quit Deskhand?",
+                            "Stop and quit", "Keep working", self.quit)
 
     def quit(self) -> None:
         self.shutdown()

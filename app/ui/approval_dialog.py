@@ -8,17 +8,9 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QFont, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QCloseEvent, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
-    QCheckBox,
     QDialog,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPlainTextEdit,
-    QPushButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -28,19 +20,20 @@ from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_t
 from app.domain.errors import ActionError
 from app.ui import approval_target as at
 from app.ui import placement, shortcuts
-from app.ui.agent_host import ZOOM, Delivered
+from app.ui.agent_host import Delivered
+from app.ui.approval_form import ApprovalForm
 from app.ui.icons import app_icon
 from app.ui.screens import available_rect
-from app.ui.screenshot_view import ScreenshotView
 
 PREFERRED = (820, 740)
 MINIMUM = (520, 460)
 AUTO_OFF = "Auto-approve is off."
 EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
              "move”), or press Edit and click in this picture.")
+EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in this picture."
 
 
-class ApprovalDialog(QDialog):
+class ApprovalDialog(QDialog, ApprovalForm):
     decided = Signal(int, object)  # step, Decision
     target_previewed = Signal(int, int)  # input coordinates of the target while the user moves it here
 
@@ -58,66 +51,21 @@ class ApprovalDialog(QDialog):
         self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
         self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
-        self._build()
+        self.screen_marker = True  # the draggable cross-hair on the real screen exists (not where windows cannot
+        # be placed at a point of the screen, as on Wayland): the hint names the one marker there is
+        self.build_form(self)
+        self._wire()
         self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
         self.stop_shortcut.activated.connect(self.stop)
         self.stop_shortcut.setEnabled(False)  # only while a step waits here: a hidden dialog must not eat the key
 
-    def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setSpacing(8)
-        head = QHBoxLayout()
-        self.step_label = QLabel()
-        self.step_label.setObjectName("stepLabel")
-        head.addWidget(self.step_label)
-        head.addStretch(1)
-        self.why = QLabel()
-        self.why.setStyleSheet("color: #4b5563;")
-        head.addWidget(self.why)
-        self.risk = QLabel()
-        self.risk.setObjectName("riskBanner")
-        self.risk.setWordWrap(True)
-        self.risk.setStyleSheet("#riskBanner { background: #fde68a; color: #78350f; border-radius: 4px;"
-                                " padding: 6px 8px; }")
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        font = QFont(self.font())
-        font.setPointSizeF(font.pointSizeF() * 1.3)
-        font.setBold(True)
-        self.description.setFont(font)
-        self.description.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.view = ScreenshotView(self)
-        self.view.setMinimumSize(480, 240)
+    def _wire(self) -> None:
         self.view.marker_moved.connect(self._marker_moved)
-        self.edit_hint = QLabel()
-        self.edit_hint.setWordWrap(True)
-        self.edit_hint.setMinimumHeight(2 * self.edit_hint.fontMetrics().lineSpacing())  # no jump when editing
-        self.text_label = QLabel("Text to type:")
-        self.text = QLineEdit()
         self.text.returnPressed.connect(self.approve)
-        self.reasoning = QPlainTextEdit()
-        self.reasoning.setReadOnly(True)
-        self.reasoning.setMaximumHeight(96)
-        self.reasoning.setFrameShape(QFrame.Shape.StyledPanel)
-        self.feedback = QLineEdit()
-        self.feedback.setPlaceholderText("Why not? Tell the model what to do instead, then press Reject")
         self.feedback.returnPressed.connect(self.reject_with_feedback)
-        self.auto = QCheckBox("Auto-approve safe actions for the rest of this task (risky ones still ask)")
         self.auto.toggled.connect(self._show_why)
-        self.confirm = self._confirm_row()
-        buttons = QHBoxLayout()
-        self.stop_button = QPushButton("Stop task")
-        self.skip_button = QPushButton("Skip")
-        self.reject_button = QPushButton("Reject")
-        self.edit_button = QPushButton("Edit")
-        self.edit_button.setCheckable(True)
-        self.approve_button = QPushButton("Approve (Enter)")
-        self.approve_button.setDefault(True)
-        self.approve_button.setAutoDefault(True)
-        for b in (self.stop_button, self.skip_button, self.reject_button, self.edit_button):
-            b.setAutoDefault(False)
-        self.skip_button.setToolTip("Do not perform this step; the model proposes the next one")
-        self.reject_button.setToolTip("Do not perform it, and tell the model why (the field above)")
+        self.confirm_stop.clicked.connect(self.stop)
+        self.confirm_keep.clicked.connect(self._keep_waiting)
         self.stop_button.clicked.connect(self.stop)
         self.skip_button.clicked.connect(lambda: self._decide(Decision("skip")))
         self.reject_button.clicked.connect(self.reject_with_feedback)
@@ -126,52 +74,6 @@ class ApprovalDialog(QDialog):
         self._shown_at, self._enter_ok = 0.0, True
         self.approve_button.installEventFilter(self)
         self.installEventFilter(self)
-        buttons.addWidget(self.stop_button)
-        buttons.addStretch(1)
-        for b in (self.skip_button, self.reject_button, self.edit_button, self.approve_button):
-            buttons.addWidget(b)
-        text_row = QHBoxLayout()
-        text_row.addWidget(self.text_label)
-        text_row.addWidget(self.text, 1)
-        self.zoom = ScreenshotView(self, placeholder="")
-        self.zoom.setFixedSize(*ZOOM)  # the target at actual size, beside the words
-        self.zoom.setMinimumSize(*ZOOM)
-        self.zoom.setToolTip("The screenshot around the target at actual size")
-        top = QHBoxLayout()
-        words = QVBoxLayout()
-        words.addLayout(head)
-        words.addWidget(self.risk)
-        words.addWidget(self.description)
-        words.addStretch(1)
-        top.addLayout(words, 1)
-        top.addWidget(self.zoom, 0, Qt.AlignmentFlag.AlignTop)
-        root.addLayout(top)
-        root.addWidget(self.view, 1)
-        root.addWidget(self.edit_hint)
-        root.addLayout(text_row)
-        root.addWidget(QLabel("What the model thought:"))
-        root.addWidget(self.reasoning)
-        root.addWidget(self.feedback)
-        root.addWidget(self.auto)
-        root.addWidget(self.confirm)
-        root.addLayout(buttons)
-
-    def _confirm_row(self) -> QFrame:
-        row = QFrame()
-        row.setObjectName("confirmStop")
-        row.setStyleSheet("#confirmStop { background: #fee2e2; border-radius: 4px; } QLabel { color: #7f1d1d; }")
-        lay = QHBoxLayout(row)
-        lay.setContentsMargins(8, 4, 4, 4)
-        lay.addWidget(QLabel("<b>Closing this window stops the task.</b> Stop it?"), 1)
-        self.confirm_stop = QPushButton("Stop the task")
-        self.confirm_keep = QPushButton("Keep it waiting")
-        self.confirm_stop.clicked.connect(self.stop)
-        self.confirm_keep.clicked.connect(self._keep_waiting)
-        for b in (self.confirm_stop, self.confirm_keep):
-            b.setAutoDefault(False)
-            lay.addWidget(b)
-        row.hide()
-        return row
 
     def set_stop_key(self, spec: str) -> None:
         """The one stop key (the settings' panic key) works here too, and the button says so."""
@@ -288,7 +190,7 @@ class ApprovalDialog(QDialog):
             self.edit_hint.setText("Editing: click or drag in the picture where Deskhand should act; the arrow keys "
                                    "move it by one pixel (Shift: ten). The cross-hair on the screen follows.")
         else:
-            self.edit_hint.setText(EDIT_HINT)
+            self.edit_hint.setText(EDIT_HINT if self.screen_marker else EDIT_HINT_NO_MARKER)
         self.edit_hint.setStyleSheet("color: #1d4ed8;" if on else "color: #4b5563;")
         if e is not None and not isinstance(e.action, AskUser):
             self.text.setReadOnly(not on)

@@ -8,6 +8,7 @@ import logging.handlers
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -99,6 +100,17 @@ def show_error(parent: QWidget | None, error: BaseException | str, title: str = 
     box.setText(error_html(error))
     box.setWindowIcon(app_icon())
     box.exec()
+
+
+def ask(parent: QWidget, title: str, text: str, yes: str, no: str, on_yes: Callable[[], None]) -> QMessageBox:
+    """A question that does not block the event loop (the run goes on meanwhile); `on_yes` if they say so."""
+    box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.NoButton, parent)
+    accept = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(no, QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(accept)
+    box.finished.connect(lambda _: on_yes() if box.clickedButton() is accept else None)
+    box.open()
+    return box
 
 
 class CrashDialog(QDialog):
