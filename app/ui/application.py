@@ -322,7 +322,7 @@ class Application(QObject):
             return
         self._closed = True
         log.info("quitting")
-        self.windows.save()
+        self.windows.close()
         self.hider.closing.set()
         self.presenter.stop()
         if self.hotkey is not None:

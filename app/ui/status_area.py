@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QPalette, QTextDocument
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from app.ui.text_line import TextLine
@@ -46,11 +46,14 @@ class StatusArea(QFrame):
         self._shown: Message | None = None
         self._state_text, self._state_colour = "", "#9ca3af"
         self._kind, self._dot = "", ""
+        self._background: QColor | None = None
         self._rendered: Message | None = None  # the message the label and buttons show now
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 4, 4)
         row.setSpacing(6)
-        self.dot = QLabel("●")
+        self.dot = TextLine()
+        self.dot.setText("●")
+        self.dot.setFixedWidth(self.dot.fontMetrics().horizontalAdvance("●") + 2)
         row.addWidget(self.dot, 0, Qt.AlignmentFlag.AlignVCenter)
         self.label = QLabel()
         self.label.setWordWrap(True)
@@ -175,6 +178,14 @@ class StatusArea(QFrame):
             out.append(f"<b>{shown}</b>" if first else shown)
         return "<br>".join(out)
 
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if self._background is not None:
+            p = QPainter(self)
+            p.setRenderHint(QPainter.RenderHint.Antialiasing)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(self._background)
+            p.drawRoundedRect(self.rect(), 5, 5)
+
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if obj is self.label and event.type() == QEvent.Type.Resize and self._shown is not None:
             QTimer.singleShot(0, self, self._refit)  # the window or the buttons beside it changed its width
@@ -191,14 +202,18 @@ class StatusArea(QFrame):
         msg = self._shown
         kind = msg.kind if msg is not None else "state"
         bg, fg = STYLES.get(kind, STYLES["info"])
-        if kind != self._kind:
+        if kind != self._kind:  # palettes and a painted background: a style sheet would re-polish every child
             self._kind = kind
-            self.setStyleSheet(f"#statusArea {{ background: {bg}; border-radius: 5px; }} "
-                               f"#statusArea QLabel {{ color: {fg}; }}")
+            self._background = QColor(bg) if bg != "transparent" else None
+            palette = self.label.palette()
+            palette.setColor(QPalette.ColorRole.WindowText, QColor(fg) if fg.startswith("#") else
+                             self.palette().windowText().color())
+            self.label.setPalette(palette)
+            self.update()
         dot = self._state_colour if msg is None else fg
         if dot != self._dot:
             self._dot = dot
-            self.dot.setStyleSheet(f"color: {dot};")
+            self.dot.set_colour(dot if dot.startswith("#") else self.palette().windowText().color().name())
         if (msg is None) != self.line.isVisibleTo(self):
             self.line.setVisible(msg is None)
             self.label.setVisible(msg is not None)

@@ -77,6 +77,7 @@ class WindowMemory(QObject):
             if isinstance(data, dict):
                 self._saved = data
         self._watched: dict[QWidget, str] = {}
+        self._closed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(600)  # a drag moves a window many times: write once it rests
@@ -109,7 +110,8 @@ class WindowMemory(QObject):
             widget.setGeometry(fixed)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.Move, QEvent.Type.Resize) and isinstance(obj, QWidget) and obj.isVisible():
+        if (event.type() in (QEvent.Type.Move, QEvent.Type.Resize) and isinstance(obj, QWidget) and obj.isVisible()
+                and not self._closed):
             self._remember(obj)
             self._timer.start()
         return False
@@ -120,7 +122,15 @@ class WindowMemory(QObject):
             g = widget.geometry()
             self._saved[name] = [g.x(), g.y(), g.width(), g.height()]
 
+    def close(self) -> None:
+        """Quitting: write once more, then nothing (the thread that writes is about to go)."""
+        self.save()
+        self._closed = True
+        self._timer.stop()
+
     def save(self) -> None:
+        if self._closed:
+            return
         for widget in list(self._watched):
             if widget.isVisible():
                 self._remember(widget)
