@@ -338,3 +338,19 @@ def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_
     area.show_message(long, "error", "outcome")
     qtbot.waitUntil(lambda: "…" in area.label.text() and area.label.heightForWidth(area.label.width()) <= height)
     assert area.height() == height and area.label.toolTip() == long  # the whole text is one hover away
+
+
+def test_the_state_line_uses_the_whole_width_when_there_is_no_message(qtbot):
+    from app.ui.status_area import StatusArea
+
+    area = StatusArea()
+    qtbot.addWidget(area)
+    area.resize(900, area.height())
+    area.show()
+    area.set_state("Ready. Type a task and press Enter.", "#9ca3af")
+    qtbot.waitUntil(lambda: area.line.width() > 700)
+    assert area.label.isHidden() and area.line.x() < 40  # beside the dot, not pushed to the right
+    area.show_message("A message", "info", "m")
+    assert not area.label.isHidden() and area.line.isHidden()
+    area.remove("m")
+    assert area.label.isHidden() and not area.line.isHidden()

@@ -27,7 +27,7 @@ READY = Settings(text_model="/home/me/models/Holotron-12B-Q4_K_M.gguf", mmproj="
 def shoot(cam: Any, work: Path, target: Target) -> None:
     first_start(cam, work)
     paths = default_paths(work / "home").ensure()
-    record_history(cam, paths)
+    record_history(cam, paths, target)
     app = Application(paths, Loaded(READY), engine_factory=lambda s: engine, dry_run=True, setup=False, hotkeys=False,
                       tray=False)
     engine = ScriptedEngine([aim(cam, target, "swatch", "colour swatch"), aim(cam, target, "button", "Sign in")],
@@ -250,7 +250,7 @@ def key_event(key: Qt.Key, mods: Qt.KeyboardModifier) -> Any:
     return QKeyEvent(QEvent.Type.KeyPress, key, mods)
 
 
-def record_history(cam: Any, paths: Paths) -> None:
+def record_history(cam: Any, paths: Paths, target: Target) -> None:
     import mss
     from PIL import Image
 
@@ -261,9 +261,10 @@ def record_history(cam: Any, paths: Paths) -> None:
     with mss.MSS() as sct:
         grab = sct.grab(sct.monitors[1])
     frame = Image.frombytes("RGB", grab.size, grab.bgra, "raw", "BGRX")
-    rec.add_step(run, StepRecord(1, image=frame, action={"tool_name": "click", "element": "Sign in", "x": 80,
-                                                         "y": 160}, description="Click 'Sign in' at (154, 173) on "
-                                 "monitor 1", decision="approve", thought="The button is at the top left."))
+    call = aim(cam, target, "button", "Sign in")(None)
+    x, y = target.centre("button")
+    rec.add_step(run, StepRecord(1, image=frame, action=call, description=f"Click 'Sign in' at ({x}, {y}) on monitor 1",
+                                 decision="approve", thought="The button is at the top left."))
     rec.finish_run(run, "answered", "Renamed.", "The model finished the task.")
     rec.start_run("Empty the downloads folder", "holotron", {}, False)
     rec.close()

@@ -63,6 +63,7 @@ class StatusArea(QFrame):
         self.label.installEventFilter(self)
         self.line = TextLine()  # the state, which ticks every second: no relayout each time
         row.addWidget(self.line, 1)
+        self.label.hide()
         self._buttons: list[QPushButton] = []
         self._button_row = QHBoxLayout()
         self._button_row.setSpacing(6)
@@ -214,7 +215,7 @@ class StatusArea(QFrame):
         if dot != self._dot:
             self._dot = dot
             self.dot.set_colour(dot if dot.startswith("#") else self.palette().windowText().color().name())
-        if (msg is None) != self.line.isVisibleTo(self):
+        if (msg is None) != self.label.isHidden():  # the state line and the message take turns
             self.line.setVisible(msg is None)
             self.label.setVisible(msg is not None)
         if msg is None:
