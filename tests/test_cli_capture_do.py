@@ -85,3 +85,15 @@ def test_do_refuses_the_panic_hotkey_and_bad_json(desktop):
     assert run.returncode == 2 and "not valid JSON" in run.stderr
     run = deskhand(desktop, "do", '{"tool_name": "click", "x": 1500, "y": 10}', "--yes")
     assert run.returncode == 2 and "outside the screenshot" in run.stderr
+
+
+def test_a_dry_run_does_not_ask_and_errors_speak_to_the_person_who_typed_the_action(desktop, target):
+    target.drain()
+    click = json.dumps({"tool_name": "click", "element": "OK", **model(target, "button")})
+    run = deskhand(desktop, "do", click, "--dry-run")  # no stdin: a question would read EOF and refuse
+    assert run.returncode == 0, run.stderr
+    assert "Do it?" not in run.stdout and "Dry run: Click 'OK' at" in run.stderr
+    assert all(e["event"] != "clicked" for e in target.drain())
+    run = deskhand(desktop, "do", '{"tool_name": "type", "text": "hello"}', "--yes")
+    assert run.returncode == 2 and "This “type” action is invalid" in run.stderr
+    assert "model" not in run.stderr.lower() and "run the command again" in run.stderr

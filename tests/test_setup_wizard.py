@@ -88,8 +88,9 @@ def wait_check(qtbot, page, contains: str) -> str:
 def test_gpu_page_without_a_gpu(make_wizard, tmp_path):
     w = make_wizard()
     page = w.gpu_page
-    assert "no NVIDIA GPU found" in page.gpu_label.text() and "nvidia-smi was not found" in page.gpu_label.text()
-    assert "Recommended:" in page.recommend_label.text() and "CPU" in page.recommend_label.text()
+    assert "has no NVIDIA graphics card" in page.gpu_label.text() and "nvidia-smi" in page.gpu_label.toolTip()
+    assert "nvidia-smi" not in page.gpu_label.text() and "llama-cpp-python" not in page.build_label.text()
+    assert "Suggested model:" in page.recommend_label.text() and "processor" in page.recommend_label.text()
     assert page.rebuild_row.isHidden()
     shot(w, "1-gpu-page-no-gpu", tmp_path)
 
@@ -103,10 +104,10 @@ def test_gpu_page_with_a_gpu_and_a_cpu_build_shows_the_rebuild_command(make_wiza
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     w = make_wizard()
     page = w.gpu_page
-    assert "NVIDIA RTX A6000, 48.0 GiB VRAM" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
-    assert "built for the CPU only" in page.build_label.text()
-    assert "Recommended (once llama-cpp-python has CUDA):" in page.recommend_label.text()
-    assert ("Holo3.1-35B-A3B (H Company, official GGUF), Q4_K_M: Fits on the GPU with a 32,768-token context"
+    assert "NVIDIA RTX A6000 with 48.0 GiB of memory" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
+    assert "installed without support for graphics cards" in page.build_label.text()
+    assert "Suggested model (once graphics card support is installed):" in page.recommend_label.text()
+    assert ("Holo3.1-35B-A3B (H Company, official GGUF), Q4_K_M. Fits on the GPU with a 32,768-token context"
             in page.recommend_label.text())
     assert "Next page: download q4_k_m.gguf + mmproj.f16.gguf, ≈ 20.7 GiB" in page.recommend_label.text()
     assert not page.rebuild_row.isHidden()
@@ -141,7 +142,8 @@ def test_picking_files_gives_the_engines_exact_messages(make_wizard, qtbot, monk
     assert not page.isComplete()
 
     pick(monkeypatch, qtbot, page, tiny_model_pair.text, tiny_model_pair.mmproj)
-    assert "nemotron_h" in wait_check(qtbot, page, "✓") and page.isComplete()
+    good = wait_check(qtbot, page, "✓")
+    assert "belong together" in good and "nemotron_h" not in good and "0.0 GiB" not in good and page.isComplete()
     shot(w, "4-choose-page-good-pair", tmp_path)
 
 
@@ -164,8 +166,10 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     assert "Test licence" in page.entry_info.text() and "no checksum in the catalog" in page.entry_info.text()
     assert f"From {TINY_REPO} on Hugging Face: tiny-text.gguf + tiny-mmproj.gguf" in page.entry_info.text()
     assert page.unverified_box.isVisible() and not page.download_button.isEnabled()  # consent first
+    assert "tick the box above" in page.download_reason.text()  # and it says why the button is grey
+    assert page.progress_bar.isHidden()  # no empty bar that reads as a text field
     page.unverified_box.setChecked(True)
-    assert page.download_button.isEnabled()
+    assert page.download_button.isEnabled() and page.download_reason.text() == ""
 
     qtbot.mouseClick(page.download_button, qtbot_button())
     qtbot.waitUntil(lambda: "File 1 of 2" in page.progress_label.text()
@@ -184,7 +188,7 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     assert "✓ tiny-text.gguf: SHA-256 checksum verified" in status and page.isComplete()
     assert f"tiny-mmproj.gguf: matches the hub's SHA-256 ({hashlib.sha256(mm).hexdigest()[:16]}…)" in status
     assert "not pinned by Deskhand's catalog" in status
-    assert "✓ The model loads: Qwen3.5 tiny (random weights) on CPU" in status and "qwen35" in status
+    assert "✓ The model loads: Qwen3.5 tiny (random weights) on CPU" in status
     assert page.progress_bar.value() == 1000
     folder = cache_folder() / "snapshots" / server._srv.repos[TINY_REPO].commit
     assert (folder / "tiny-text.gguf").read_bytes() == text and (folder / "tiny-mmproj.gguf").read_bytes() == mm
@@ -192,7 +196,7 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
 
     w.next()
     assert w.currentPage() is w.finish_page and "tiny-text.gguf" in w.finish_page.summary.text()
-    assert "then type a task" in w.finish_page.summary.text()
+    assert "then type your first task" in w.finish_page.summary.text()
     shot(w, "7-finish-page", tmp_path)
     with qtbot.waitSignal(w.setup_finished, timeout=10000) as blocker:
         w.button(QWizard.WizardButton.FinishButton).click()
@@ -252,6 +256,7 @@ def test_an_entry_without_downloads_says_how_to_get_it(make_wizard, tmp_path):
     assert "No GGUF files are published" in page.entry_info.text()
     assert "deskhand model convert holotron-12b" in page.entry_info.text() and page.get_button.isVisible()
     assert "NVIDIA Open Model License" in page.entry_info.text() and not page.download_button.isEnabled()
+    assert "No download address is published" in page.download_reason.text()
     assert page.how_label.isHidden()
     page.entry_info.linkActivated.emit("#how")
     assert not page.how_label.isHidden() and "llama.cpp converter" in page.how_label.text()
@@ -280,3 +285,31 @@ def test_the_access_token_goes_to_the_keyring(make_wizard, qtbot, memory_keyring
     qtbot.keyClicks(page.token_edit, "hf_other")
     qtbot.mouseClick(page.token_button, qtbot_button())
     qtbot.waitUntil(lambda: "no secure secret store" in page.token_status.text(), timeout=5000)
+
+
+def test_a_failed_download_is_said_in_words_and_goes_when_another_model_is_chosen(make_wizard, qtbot, tiny_model_pair,
+                                                                                 tmp_path):
+    from app.setup.transfer import interrupted
+    from app.ui.setup.context import error_html
+
+    raw = interrupted("x.gguf", 0, OSError("<urlopen error [Errno -2] Name or service not known>"))
+    words = error_html(raw, ("huggingface.co",))
+    assert "Deskhand could not find huggingface.co: is this computer connected to the internet?" in words
+    assert "Errno" not in words and "urlopen" not in words and "OSError" not in words
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    page._download_failed(raw)
+    page.progress_label.setText("File 1 of 2, x.gguf: Connecting…")
+    assert "did not start" in page.download_status.text()
+    page.entry_combo.setCurrentIndex((page.entry_combo.currentIndex() + 1) % page.entry_combo.count())
+    assert page.download_status.text() == "" and page.progress_label.text() == ""  # nothing stale
+
+
+def test_run_again_from_settings_starts_from_the_files_in_use(make_wizard, qtbot, tiny_model_pair):
+    w = make_wizard(Settings(text_model=str(tiny_model_pair.text), mmproj=str(tiny_model_pair.mmproj)))
+    page = w.choose_page
+    assert page.text_edit.text() == str(tiny_model_pair.text) and page.mmproj_edit.text() == str(tiny_model_pair.mmproj)
+    w.next()
+    assert "belong together" in wait_check(qtbot, page, "✓") and page.existing.isChecked()

@@ -76,9 +76,17 @@ def test_a_later_launch_during_an_action_raises_no_window_until_the_run_is_done(
         assert later.communicate()[0].strip() == "True" and held.pending  # it was answered; its message waits
         qtbot.wait(600)
         assert not app.main.isVisible(), "a window came up while the step was typing"
+        task_code = code.replace("{'cmd': 'show'}", "{'cmd': 'task', 'task': 'then file the report'}")
+        queued = subprocess.Popen([sys.executable, "-c", task_code], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})  # a third, with a task
+        qtbot.waitUntil(lambda: queued.poll() is not None, timeout=20000)
+        assert queued.communicate()[0].strip() == "True"
+        qtbot.waitUntil(lambda: list(app.queue.waiting) == ["then file the report"], timeout=5000)
+        assert not app.main.isVisible(), "queueing the task raised a window mid-step"
         executor.release.set()
         qtbot.waitUntil(lambda: not held.pending and app.main.isVisible(), timeout=30000)
         assert not app.host.busy
+        qtbot.waitUntil(lambda: app.queue.offered == "then file the report", timeout=10000)  # offered at the end
     finally:
         executor.release.set()
         server.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from PySide6.QtCore import Qt
 
 from app.agent.recorder import Recorder, StepRecord, connect, list_runs
 from app.domain import events as ev
@@ -68,13 +69,17 @@ def test_settings_round_trip_through_the_dialog_and_the_file(qtbot, make_app, pa
     d.tile_budget.setValue(6)
     d.policy.setCurrentIndex(1)
     d.step_limit.setValue(12)
-    d.quick.setText("<ctrl>+<shift>+<f9>")
+    d.tabs.setCurrentIndex(1)
+    d.quick.recorder.setFocus()
+    ctrl_shift = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    qtbot.keyClick(d.quick.recorder, Qt.Key.Key_F9, ctrl_shift)
+    assert d.quick.recorder.text() == "Ctrl+Shift+F9"  # recorded from the keys, shown as they are named
     d.settle_timeout.setValue(1.5)
     d.retention.setValue(0)
     d.private.setChecked(True)
     d.monitor.setCurrentIndex(d.monitor.findData("all"))
     d.buttons.button(d.buttons.StandardButton.Save).click()
-    qtbot.waitUntil(lambda: paths.settings_file.exists() and "Settings saved" in " ".join(app.main.info.texts()))
+    qtbot.waitUntil(lambda: paths.settings_file.exists() and "Settings saved" in " ".join(app.main.status.texts()))
     saved = load_settings(paths.settings_file)
     assert saved.warnings == ()
     expected = Settings(text_model="/m/text.gguf", mmproj="/m/mmproj.gguf", gpu_layers=20, context_size=16384,
@@ -91,15 +96,17 @@ def test_invalid_values_are_not_saved(qtbot, paths):
     d.show()
     got = []
     d.saved.connect(got.append)
-    d.panic.setText("<ctrl>+<alt>+<space>")  # the same as the quick-task hotkey
+    d.quick.set_spec("k")
     d.save()
-    assert got == [] and d.isVisible(), "the dialog stays open and nothing is saved"
-    assert d.problem.isVisible() and "must differ" in d.problem.text()
-    d.quick.setText("k")  # no modifier: would fire while typing
+    assert got == [] and not d.problem.isHidden() and "K alone would fire while you type" in d.problem.text()
+    d.quick.set_spec("<ctrl>+<alt>+<space>")
+    d.panic.set_spec("<ctrl>+<alt>+<space>")  # the same as the quick-task keys
     d.save()
-    assert got == [] and "no modifier" in d.problem.text()
-    d.panic.setText("<shift>+<esc>")
-    d.quick.setText("<ctrl>+<alt>+<f9>")
+    assert got == [] and "both Ctrl+Alt+Space: they must differ" in d.problem.text()
+    assert d.tabs.currentIndex() == 1  # the Shortcuts tab, where the problem is
+    assert not paths.settings_file.exists()
+    d.panic.set_spec("<shift>+<esc>")
+    d.quick.set_spec("<ctrl>+<alt>+<f9>")
     d.save()  # the same dialog saves once the values are valid: the checks above could have failed
     assert [(s.panic_hotkey, s.quick_task_hotkey) for s in got] == [("<shift>+<esc>", "<ctrl>+<alt>+<f9>")]
     assert not d.isVisible()
@@ -111,7 +118,7 @@ def test_a_corrupt_settings_file_falls_back_to_defaults_and_says_so(qtbot, make_
     assert loaded.settings == Settings() and loaded.warnings
     app = make_app(loaded.settings, loaded.warnings)
     app.start()
-    assert any("could not be read" in t and "defaults" in t for t in app.main.info.texts())
+    assert any("could not be read" in t and "defaults" in t for t in app.main.status.texts())
     app.open_settings()
     assert app.settings_dialog.warning.isVisible() and "could not be read" in app.settings_dialog.warning.text()
     kept = [p.name for p in paths.config.iterdir() if ".corrupt-" in p.name]
@@ -123,9 +130,9 @@ def test_unknown_settings_are_kept_and_reported(qtbot, make_app, paths):
     loaded = load_settings(paths.settings_file)
     app = make_app(loaded.settings, loaded.warnings)
     app.start()
-    assert any("from_the_future" in t for t in app.main.info.texts())
+    assert any("from_the_future" in t for t in app.main.status.texts())
     app.save_settings(app.settings.replace(step_limit=10))
-    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.info.texts()))
+    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.status.texts()))
     assert json.loads(paths.settings_file.read_text()) == {"step_limit": 10, "from_the_future": 1}
 
 
@@ -139,14 +146,14 @@ def test_the_access_token_goes_to_the_keyring_not_the_file(qtbot, make_app, path
     app.settings_dialog.token.setText("hf_secret_123")
     app.settings_dialog.save()
     qtbot.waitUntil(lambda: any(v == "hf_secret_123" for v in memory_keyring.store.values()))
-    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.info.texts()))
+    qtbot.waitUntil(lambda: "Settings saved" in " ".join(app.main.status.texts()))
     assert "hf_secret_123" not in (paths.settings_file.read_text() if paths.settings_file.exists() else "")
 
 
 def test_without_a_model_the_task_waits_and_setup_is_offered(qtbot, make_app):
     app = make_app()
     app.start()
-    assert any("No model is set up" in t for t in app.main.info.texts())
+    assert any("No model is set up" in t for t in app.main.status.texts())
     assert not app.start_task("Open the settings")
     assert app.main.task_box.task() == "Open the settings"
     assert not app.presenter.running
@@ -157,12 +164,12 @@ def test_the_no_tray_notice_is_shown_once(qtbot, make_app, paths):
     app.start()
     if app.tray is not None:
         pytest.skip("this display has a system tray")
-    assert NO_TRAY in app.main.info.texts()
+    assert NO_TRAY in app.main.status.texts()
     qtbot.waitUntil(paths.settings_file.exists)
     assert load_settings(paths.settings_file).settings.tray_notice_shown
     again = make_app(load_settings(paths.settings_file).settings, tray=True)
     again.start()
-    assert NO_TRAY not in again.main.info.texts()
+    assert NO_TRAY not in again.main.status.texts()
 
 
 # ------------------------------------------------------------------------------------ history
@@ -202,7 +209,7 @@ def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recor
     h.next_button.click()
     assert "Decision: rejected — “not yet”" in h.step_detail.text() and h.view.marker() is None
     h.export_to(done, tmp_path / "out")
-    qtbot.waitUntil(lambda: any("Exported to" in t for t in h.info.texts()))
+    qtbot.waitUntil(lambda: any("Exported" in t for t in h.status.texts()))
     folder = tmp_path / "out" / f"deskhand-run-{done}"
     assert (folder / "run.json").exists() and len((folder / "steps.jsonl").read_text().splitlines()) == 2
     h.delete(done)
@@ -306,7 +313,7 @@ def test_a_failed_run_shows_the_error_and_what_to_do(qtbot, make_app):
     app.presenter.begin(False)
     app.presenter.on_delivered(delivered(ev.RunFinished(3, "failed", "", str(DeskhandError(
         "The model ran out of memory.", "Lower the context size in Settings → Model.")), 0)))
-    text = app.main.info.texts()[-1]
+    text = app.main.status.texts()[-1]
     assert "The task failed." in text and "ran out of memory" in text and "→ Lower the context size" in text
     assert not app.presenter.running and app.main.start_button.isEnabled()
 

@@ -9,12 +9,14 @@ import time
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from app.agent.recorder import connect, list_runs, run_steps
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui import placement
 from app.ui.application import Application
+from app.ui.overlay import RADIUS
 from tests.desktop import Target, missing_tools
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, colour_fraction, window_manager
@@ -131,16 +133,18 @@ def test_a_run_approved_edited_rejected_and_stopped_in_the_dialog(qtbot, desktop
     qtbot.keyClick(app.dialog, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: seen.names().count("clicked") == 2, timeout=15000)
 
-    # step 2: drag the marker in the dialog's screenshot onto the pad, approve the edit
-    e = wait_dialog(qtbot, app, 2)
-    view = app.dialog.view
+    # step 2: drag the cross-hair on the real screen (the one marker that can be dragged) onto the pad
+    wait_dialog(qtbot, app, 2)
+    assert "drag the pink cross-hair on the screen" in app.dialog.edit_hint.text()
+    cx, cy = app.overlay.centre_global().toTuple()
     px, py = target.centre("pad")
-    start, end = view.to_widget(*e.target_pixels).toPoint(), view.to_widget(px + 0.5, py + 0.5).toPoint()
-    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=start)
-    qtbot.mouseMove(view, end)
-    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=end)
-    assert app.dialog.edit_button.isChecked()
-    assert app.overlay.centre_global().toTuple() == pytest.approx((px, py), abs=4)  # the marker followed
+    desktop.run("xdotool", "mousemove", str(cx + RADIUS), str(cy), "mousedown", "1")  # the ring, not its hole
+    desktop.run("xdotool", "mousemove", str(px + RADIUS - 40), str(py + 20), "mousemove", str(px + RADIUS), str(py))
+    desktop.run("xdotool", "mouseup", "1")
+    qtbot.waitUntil(lambda: app.overlay.target == (px, py), timeout=5000)
+    assert app.overlay.centre_global().toTuple() == (px, py)
+    qtbot.waitUntil(lambda: f"at ({px}, {py})" in app.dialog.description.text(), timeout=5000)  # words follow
+    assert app.dialog.edit_button.isChecked() and app.dialog.zoom.marker() is not None
     app.dialog.approve_button.click()
     qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=15000)
 
@@ -158,15 +162,17 @@ def test_a_run_approved_edited_rejected_and_stopped_in_the_dialog(qtbot, desktop
     app.dialog.approve_button.click()
     qtbot.waitUntil(lambda: "shortcut" in seen.names(), timeout=15000)
 
-    # step 6: Esc stops the run; the model is not asked again
+    # step 6: Esc asks first; the stop key (Shift+Esc, as everywhere) stops the run; the model is not asked again
     wait_dialog(qtbot, app, 6)
+    qtbot.keyClick(app.dialog, Qt.Key.Key_Escape)
+    assert app.dialog.confirm.isVisible() and app.presenter.running
     with qtbot.waitSignal(app.presenter.finished, timeout=15000) as finished:
-        qtbot.keyClick(app.dialog, Qt.Key.Key_Escape)
+        qtbot.keyClick(app.dialog, Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier)
     assert finished.args[0].outcome == "stopped"
     assert len(engine.seen) == 6 and not app.overlay.isVisible() and not app.dialog.isVisible()
     assert seen.names().count("clicked") == 2  # the stopped click was not performed
     assert app.main.steps.decisions() == {1: "approved", 2: "edited", 3: f"rejected: “{rejection}”",
-                                          4: "approved", 5: "approved", 6: "waiting for you"}
+                                          4: "approved", 5: "approved", 6: "stopped"}
 
     # nothing of Deskhand in what the model saw: not the main window, not the dialog, not the marker
     main = app.main.frameGeometry()
@@ -196,12 +202,39 @@ def test_the_quick_task_hotkey_opens_the_box_from_anywhere(qtbot, desktop, targe
     desktop.run("xdotool", "key", "ctrl+alt+space")
     qtbot.waitUntil(app.quick.isVisible, timeout=5000)
     latency = time.monotonic() - started
-    qtbot.waitUntil(app.quick.isActiveWindow, timeout=5000)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is app.quick, timeout=5000)
     desktop.run("xdotool", "type", "--delay", "20", "say hello")  # real key events into the box
     qtbot.waitUntil(lambda: app.quick.line.text() == "say hello", timeout=5000)
+    desktop.run("xdotool", "mousemove", *map(str, target.centre("list")), "click", "1")  # clicked elsewhere
+    qtbot.waitUntil(lambda: not app.quick.isVisible(), timeout=5000)  # out of the way, like a launcher
+    desktop.run("xdotool", "key", "ctrl+alt+space")
+    qtbot.waitUntil(lambda: app.quick.isVisible() and QApplication.activeWindow() is app.quick, timeout=5000)
+    assert app.quick.line.text() == "say hello"  # what was typed is still there
     with qtbot.waitSignal(app.presenter.finished, timeout=20000) as finished:
         desktop.run("xdotool", "key", "Return")
     assert finished.args[0].outcome == "answered" and engine.seen[0].task == "say hello"
     assert latency < 2.0
     app.hotkey.stop()
     assert not app.hotkey.ready.is_set()
+
+
+def test_while_a_step_waits_the_main_window_steps_aside_from_the_target(qtbot, desktop, target, make_app):
+    engine = ScriptedEngine([click_at(target, "button", "Sign in")])
+    app = make_app(engine)
+    app.main.setGeometry(150, 100, 900, 600)  # right over the target window and its button
+    app.start()
+    seen = Seen(target)
+    qtbot.waitUntil(app.main.isVisible)
+    app.main.set_task("Sign in")
+    qtbot.keyClick(app.main.task_box, Qt.Key.Key_Return)
+    wait_dialog(qtbot, app, 1)
+    bx, by = target.centre("button")
+    assert not app.main.isVisible() and app.presenter.main_stepped_aside
+    assert app.overlay.isVisible() and app.overlay.centre_global().toTuple() == (bx, by)
+    covering = [w.windowTitle() for w in QApplication.topLevelWidgets()
+                if w.isVisible() and w is not app.overlay and w.frameGeometry().contains(bx, by)]
+    assert covering == []  # one marker, on the real target: no Deskhand window under it
+    app.dialog.approve_button.click()
+    qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=15000)
+    qtbot.waitUntil(app.main.isVisible, timeout=15000)  # back once the step is done
+    app.presenter.stop()

@@ -99,7 +99,8 @@ def test_a_run_through_the_real_engine_keeps_the_ui_responsive(qtbot, desktop, t
     assert done.outcome != "failed", done.message
     assert "ModelLoaded" in kinds and "TokensStreamed" in kinds and "StepProposed" in kinds, kinds
     loaded = next(e for e in events if isinstance(e, ev.ModelLoaded))
-    assert loaded.info.device.startswith("CPU") and app.main.device_label.text() == loaded.info.device
+    assert loaded.info.device.startswith("CPU") and app.main.device_label.text() == "On the CPU (slow)"
+    assert loaded.info.device in app.main.device_label.toolTip()
     streamed = "".join(e.text for e in events if isinstance(e, ev.TokensStreamed) and e.step == 1)
     first = next(e for e in events if isinstance(e, ev.StepProposed))
     assert app.main.steps.row(1).text(1) == first.description

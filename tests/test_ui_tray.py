@@ -84,7 +84,7 @@ def test_the_icon_is_embedded_drawn_and_its_menu_opens_with_a_right_click(qtbot,
     tray_host.run("xdotool", "mousemove", str(x + w // 2), str(y + h // 2), "click", "3")
     qtbot.waitUntil(app.tray.menu.isVisible, timeout=5000)
     assert [a.text() for a in app.tray.menu.actions() if a.text()] == [
-        "New task…", "Show window", "Pause", "Stop", "Settings…", "Quit"]
+        "New task…\tCtrl+Alt+Space", "Show window", "Pause", "Stop\tShift+Esc", "History…", "Settings…", "Quit"]
     assert not app.tray.pause_action.isEnabled() and not app.tray.stop_action.isEnabled()  # nothing runs
     tray_host.run("xdotool", "key", "Escape")
     qtbot.waitUntil(lambda: not app.tray.menu.isVisible(), timeout=5000)
@@ -98,6 +98,9 @@ def test_menu_items_open_windows_and_quit(qtbot, app):
     qtbot.waitUntil(lambda: not app.main.isVisible())
     app.tray.show_action.trigger()
     qtbot.waitUntil(app.main.isVisible)
+    app.tray.history_action.trigger()
+    qtbot.waitUntil(lambda: app.history is not None and app.history.isVisible())
+    app.history.hide()
     app.tray.settings_action.trigger()
     qtbot.waitUntil(lambda: app.settings_dialog is not None and app.settings_dialog.isVisible())
     app.settings_dialog.close()

@@ -29,7 +29,8 @@ def dialog(qtbot):
     got: list[tuple[int, Decision]] = []
     d.decided.connect(lambda step, decision: got.append((step, decision)))
     d.got = got  # type: ignore[attr-defined]
-    return d
+    yield d
+    d.withdraw()  # a dialog with a step waiting asks before it closes: qtbot's close at the end would not shut it
 
 
 def present(qtbot, dialog, event, auto=False):
@@ -84,17 +85,24 @@ def test_enter_approves_and_the_dialog_shows_what_the_model_said(qtbot, dialog):
     assert not dialog.isVisible()
 
 
-def test_dragging_the_marker_edits_the_target_in_model_space(qtbot, dialog):
+def test_editing_in_the_picture_moves_the_target_in_model_space_and_the_words_follow(qtbot, dialog):
     e = present(qtbot, dialog, proposed(1))
     view = dialog.view
     start = view.to_widget(*e.target_pixels)
     end = view.to_widget(700.0, 400.0)
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=start.toPoint())
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=start.toPoint())
+    assert not dialog.edit_button.isChecked()  # the picture is not a second marker to drag: Edit first
+    assert "drag the pink cross-hair on the screen" in dialog.edit_hint.text()
+    dialog.edit_button.click()
     qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=start.toPoint())
     qtbot.mouseMove(view, end.toPoint())
     qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=end.toPoint())
     assert dialog.edit_button.isChecked()
     px, py = view.marker()
     assert abs(px - 700) < 3 and abs(py - 400) < 3  # one widget pixel is ~2.5 screenshot pixels here
+    assert dialog.description.text() == f"Click 'Sign in' at ({math.floor(px)}, {math.floor(py)}) on monitor 1"
+    assert dialog.zoom.marker() is not None  # the close-up moved with it instead of going blank
     dialog.approve_button.click()
     (_, decision), = dialog.got
     assert decision.kind == "edit" and isinstance(decision.action, Click)
@@ -129,17 +137,32 @@ def test_reject_sends_the_users_sentence(qtbot, dialog):
     assert dialog.got == [(4, Decision("reject", feedback="Use the search box instead"))]
 
 
-def test_esc_and_closing_stop_the_run(qtbot, dialog):
+def test_esc_and_closing_ask_before_they_stop_the_run_and_the_stop_key_stops_at_once(qtbot, dialog):
+    dialog.set_stop_key("<shift>+<esc>")
+    assert dialog.stop_button.text() == "Stop task (Shift+Esc)"
     present(qtbot, dialog, proposed(5))
     qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert dialog.got == [] and dialog.confirm.isVisible() and dialog.isVisible()
+    dialog.confirm_keep.click()  # changed their mind: the step still waits
+    assert not dialog.confirm.isVisible() and dialog.isVisible() and dialog.got == []
+    dialog.close()  # the window's close button
+    assert dialog.got == [] and dialog.confirm.isVisible() and dialog.isVisible()
+    dialog.confirm_stop.click()
     present(qtbot, dialog, proposed(6))
-    dialog.close()
-    assert dialog.got == [(5, Decision("stop")), (6, Decision("stop"))]
+    assert not dialog.confirm.isVisible()
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)  # a second Esc confirms
+    present(qtbot, dialog, proposed(7))
+    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier)
+    assert [s for s, _ in dialog.got] == [5, 6, 7], dialog.got
+    assert not dialog.isVisible()
 
 
 def test_skip_and_the_auto_approve_switch(qtbot, dialog):
     present(qtbot, dialog, proposed(7), auto=False)
+    assert dialog.why.text() == "Asking because auto-approve is off."
     dialog.auto.setChecked(True)
+    assert dialog.why.text() == "Auto-approve is on from the next step."  # at once, not at the next step
     dialog.skip_button.click()
     assert dialog.got == [(7, Decision("skip", auto_approve_safe=True))]
     present(qtbot, dialog, proposed(8), auto=True)
@@ -231,8 +254,8 @@ def test_a_run_renders_in_the_step_list_and_the_status_line(qtbot, window):
     window.render_event(delivered(ev.StepDecided(1, 2, "reject", "not there")))
     assert window.steps.decisions() == {1: "approved", 2: "rejected: “not there”"}
     assert window.steps.row(1).text(3) == "think 1.2 s\nact 0.2 s"
-    assert window.device_label.text() == "GPU: NVIDIA H200" and window.model_label.text() == "Holotron 12B"
-    assert window.speed_label.text() == "80 tokens/s" and window.latency_label.text() == "step 1.2 s"
+    assert window.device_label.text() == "On the GPU (NVIDIA H200)" and window.model_label.text() == "Holotron 12B"
+    assert window.speed_label.text() == "last step 1.2 s · 80 tokens/s"
     assert not window.steps.row(1).icon(1).isNull()  # the thumbnail
     assert window.live.marker() is None  # step 2 types without a target
 

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         which = parse_monitor(args.monitor)
         with open_capturer() as capturer:
             shot = capturer.grab(which)
-            action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call)
+            action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call, by_person=True)
             description = action.describe(shot.locator())
             verdict = decide(action, PolicyConfig(), (), shot.target_window(action))
             if verdict.kind == "refuse":
@@ -106,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             if verdict.risky:
                 print(f"deskhand: warning: {verdict.reason}", file=sys.stderr)
-            if not args.yes:
+            if args.dry_run:  # nothing will be done, so there is nothing to agree to
+                print(f"Dry run: {description}.", file=sys.stderr)
+            elif not args.yes:
                 if not _confirm(f"{description}. Do it? [y/N]"):
                     print("Nothing was done.", file=sys.stderr)
                     return 1

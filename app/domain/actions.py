@@ -253,10 +253,12 @@ def _replace(action: Action, **changes: Any) -> Action:
 class _Args:
     """Reads one tool call's arguments, collecting precise complaints."""
 
-    def __init__(self, tool: str, args: Mapping[str, Any], scale: int) -> None:
-        self.tool, self.args, self.scale = tool, args, scale
+    def __init__(self, tool: str, args: Mapping[str, Any], scale: int, by_person: bool = False) -> None:
+        self.tool, self.args, self.scale, self.by_person = tool, args, scale, by_person
 
     def fail(self, msg: str) -> ActionError:
+        if self.by_person:  # someone typed it (`deskhand do`): speak to them, not about the model
+            return ActionError(f"This “{self.tool}” action is invalid: {msg}.", "Correct it and run the command again.")
         return ActionError(f"The model's “{self.tool}” action is invalid: {msg}.",
                            "Deskhand kept the raw answer; ask the model again or reject the step.")
 
@@ -344,12 +346,13 @@ def parse_keys(value: Any) -> tuple[str, ...]:
     return keys
 
 
-def action_from_tool_call(call: Mapping[str, Any], scale: int = MODEL_SCALE) -> Action:
-    """Validate one flat tool call ({"tool_name": ..., ...arguments}) into an action."""
+def action_from_tool_call(call: Mapping[str, Any], scale: int = MODEL_SCALE, by_person: bool = False) -> Action:
+    """Validate one flat tool call ({"tool_name": ..., ...arguments}) into an action; `by_person`: a person wrote it,
+    and the messages say so."""
     if not isinstance(call, Mapping):
         raise ActionError(f"The tool call must be a JSON object, got {type(call).__name__}.", "")
     tool = call.get("tool_name")
-    a = _Args(str(tool), call, scale)
+    a = _Args(str(tool), call, scale, by_person)
     if tool == "click":
         return Click(a.point(), a.element(), a.choice("button", BUTTONS, "left"),  # type: ignore[arg-type]
                      a.integer("count", 1, 1, MAX_CLICKS))
@@ -375,6 +378,9 @@ def action_from_tool_call(call: Mapping[str, Any], scale: int = MODEL_SCALE) -> 
         return Answer(a.text("content", required=False))
     if tool == "ask_user":
         return AskUser(a.text("question"))
+    if by_person:
+        raise ActionError(f"“{tool}” is not an action Deskhand knows.",
+                          "Use one of: click, double_click, move, drag, scroll, write, key, wait, answer, ask_user.")
     raise ActionError(f"The model asked for an unknown action “{tool}”.",
                       "Deskhand kept the raw answer; reject the step or check the model profile.")
 

@@ -1,109 +1,71 @@
-"""The approval dialog: one step's screenshot with the target marked, the action in words, the model's thought
-and note, and the user's answer (approve, edit, skip, reject with feedback, stop). It places itself on the
-target's monitor clear of the target, and the hider keeps it out of every screenshot."""
+"""The approval dialog: one step's screenshot with the target, the action in words, the model's thought and
+note, and the user's answer (approve, edit, skip, reject with feedback, stop). It sits on the target's
+monitor clear of the target, stays where it was between steps when it can, and the hider keeps it out of
+every screenshot. Closing it (or Esc) asks first: that would stop the task."""
 
 from __future__ import annotations
 
-import math
 import time
 
 from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QFont, QKeyEvent, QShowEvent
+from PySide6.QtGui import QCloseEvent, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
-    QCheckBox,
     QDialog,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPlainTextEdit,
-    QPushButton,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.agent.approval import Decision
 from app.domain import events as ev
-from app.domain.actions import Action, Answer, AskUser, Drag, Write, points_of, target_of, with_target, with_text
+from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
-from app.domain.geometry import Layout, Monitor, model_to_input, pixels_to_model
-from app.ui import placement
-from app.ui.agent_host import ZOOM, Delivered
+from app.ui import approval_target as at
+from app.ui import placement, shortcuts
+from app.ui.agent_host import Delivered
+from app.ui.approval_form import ApprovalForm
 from app.ui.icons import app_icon
-from app.ui.screens import available_rect, to_logical
-from app.ui.screenshot_view import ScreenshotView
+from app.ui.screens import available_rect
 
 PREFERRED = (820, 740)
 MINIMUM = (520, 460)
-KEEP_OUT = 90  # px around the target: the marker, the stale-check box, and room to see what is there
+AUTO_OFF = "Auto-approve is off."
+EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
+             "move”), or press Edit and click in this picture.")
+EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in this picture."
 
 
-class ApprovalDialog(QDialog):
+class ApprovalDialog(QDialog, ApprovalForm):
     decided = Signal(int, object)  # step, Decision
-    target_previewed = Signal(int, int)  # input coordinates of the marker while the user moves it
+    target_previewed = Signal(int, int)  # input coordinates of the target while the user moves it here
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent, Qt.WindowType.Window | Qt.WindowType.WindowStaysOnTopHint)
+        # a dialog's frame: a title and a close button, nothing to minimise a waiting run into
+        super().__init__(parent, Qt.WindowType.Dialog | Qt.WindowType.WindowStaysOnTopHint
+                         | Qt.WindowType.CustomizeWindowHint | Qt.WindowType.WindowTitleHint
+                         | Qt.WindowType.WindowCloseButtonHint)
         self.setWindowIcon(app_icon())
         self.setObjectName("approval")
         self.event_: ev.StepProposed | None = None
         self._auto_initial = False
         self._edited_point: tuple[float, float] | None = None
         self._frame = QMargins(2, 28, 2, 2)  # the WM's decorations, measured once shown
-        self._avoid: placement.Rect | None = None
+        self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
-        self._build()
+        self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
+        self.screen_marker = True  # the draggable cross-hair on the real screen exists (not where windows cannot
+        # be placed at a point of the screen, as on Wayland): the hint names the one marker there is
+        self.build_form(self)
+        self._wire()
+        self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
+        self.stop_shortcut.activated.connect(self.stop)
+        self.stop_shortcut.setEnabled(False)  # only while a step waits here: a hidden dialog must not eat the key
 
-    def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setSpacing(8)
-        head = QHBoxLayout()
-        self.step_label = QLabel()
-        self.step_label.setObjectName("stepLabel")
-        head.addWidget(self.step_label)
-        head.addStretch(1)
-        self.why = QLabel()
-        self.why.setStyleSheet("color: #4b5563;")
-        head.addWidget(self.why)
-        self.risk = QLabel()
-        self.risk.setObjectName("riskBanner")
-        self.risk.setWordWrap(True)
-        self.risk.setStyleSheet("#riskBanner { background: #fde68a; color: #78350f; border-radius: 4px;"
-                                " padding: 6px 8px; }")
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        font = QFont(self.font())
-        font.setPointSizeF(font.pointSizeF() * 1.3)
-        font.setBold(True)
-        self.description.setFont(font)
-        self.description.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.view = ScreenshotView(self)
-        self.view.setMinimumSize(480, 270)
+    def _wire(self) -> None:
         self.view.marker_moved.connect(self._marker_moved)
-        self.edit_hint = QLabel()
-        self.edit_hint.setMinimumHeight(self.edit_hint.fontMetrics().height())  # no jump when editing starts
-        self.text_label = QLabel("Text to type:")
-        self.text = QLineEdit()
         self.text.returnPressed.connect(self.approve)
-        self.reasoning = QPlainTextEdit()
-        self.reasoning.setReadOnly(True)
-        self.reasoning.setMaximumHeight(96)
-        self.reasoning.setFrameShape(QFrame.Shape.StyledPanel)
-        self.feedback = QLineEdit()
-        self.feedback.setPlaceholderText("Why not? Tell the model what to do instead, then press Reject")
         self.feedback.returnPressed.connect(self.reject_with_feedback)
-        self.auto = QCheckBox("Auto-approve safe actions for the rest of this task (risky ones still ask)")
-        buttons = QHBoxLayout()
-        self.stop_button = QPushButton("Stop run (Esc)")
-        self.skip_button = QPushButton("Skip")
-        self.reject_button = QPushButton("Reject")
-        self.edit_button = QPushButton("Edit")
-        self.edit_button.setCheckable(True)
-        self.approve_button = QPushButton("Approve (Enter)")
-        self.approve_button.setDefault(True)
-        self.approve_button.setAutoDefault(True)
-        for b in (self.stop_button, self.skip_button, self.reject_button, self.edit_button):
-            b.setAutoDefault(False)
+        self.auto.toggled.connect(self._show_why)
+        self.confirm_stop.clicked.connect(self.stop)
+        self.confirm_keep.clicked.connect(self._keep_waiting)
         self.stop_button.clicked.connect(self.stop)
         self.skip_button.clicked.connect(lambda: self._decide(Decision("skip")))
         self.reject_button.clicked.connect(self.reject_with_feedback)
@@ -112,51 +74,27 @@ class ApprovalDialog(QDialog):
         self._shown_at, self._enter_ok = 0.0, True
         self.approve_button.installEventFilter(self)
         self.installEventFilter(self)
-        buttons.addWidget(self.stop_button)
-        buttons.addStretch(1)
-        for b in (self.skip_button, self.reject_button, self.edit_button, self.approve_button):
-            buttons.addWidget(b)
-        text_row = QHBoxLayout()
-        text_row.addWidget(self.text_label)
-        text_row.addWidget(self.text, 1)
-        self.zoom = ScreenshotView(self, placeholder="")
-        self.zoom.setFixedSize(*ZOOM)  # the target at actual size, beside the words
-        self.zoom.setToolTip("The screenshot around the target at actual size")
-        top = QHBoxLayout()
-        words = QVBoxLayout()
-        words.addLayout(head)
-        words.addWidget(self.risk)
-        words.addWidget(self.description)
-        words.addStretch(1)
-        top.addLayout(words, 1)
-        top.addWidget(self.zoom, 0, Qt.AlignmentFlag.AlignTop)
-        root.addLayout(top)
-        root.addWidget(self.view, 1)
-        root.addWidget(self.edit_hint)
-        root.addLayout(text_row)
-        root.addWidget(QLabel("What the model thought:"))
-        root.addWidget(self.reasoning)
-        root.addWidget(self.feedback)
-        root.addWidget(self.auto)
-        root.addLayout(buttons)
+
+    def set_stop_key(self, spec: str) -> None:
+        """The one stop key (the settings' panic key) works here too, and the button says so."""
+        self.stop_shortcut.setKey(shortcuts.qt_sequence(spec))
+        self.stop_button.setText(f"Stop task ({shortcuts.label(spec)})")
 
     # ------------------------------------------------------------------ showing a step
     def present(self, d: Delivered, auto_approve: bool) -> None:
         e = d.event
         assert isinstance(e, ev.StepProposed)
         self.event_, self._edited_point, self._auto_initial = e, None, auto_approve
+        self.stop_shortcut.setEnabled(True)
         action = e.action
         ask = isinstance(action, AskUser)
         self.setWindowTitle(f"Deskhand — step {e.step}: {'answer the model' if ask else 'approve?'}")
-        self.step_label.setText(f"Step {e.step} · {e.monitor_geometry[2]}×{e.monitor_geometry[3]} screen")
+        self.step_label.setText(f"Step {e.step}")
         self.description.setText(e.description)
         self.risk.setVisible(e.risky)
         self.risk.setText(f"⚠ {e.reason}")
-        self.why.setText("" if e.risky else e.reason)
         self.view.set_image(d.image, e.screenshot_size)
-        end = self._end_pixels(action, e)
-        self.view.set_marker(e.target_pixels, e.element or "", end)
-        self.view.set_draggable(target_of(action) is not None)
+        self.view.set_marker(e.target_pixels, e.element or "", at.end_pixels(action, e))
         self._origin = d.zoom_origin
         self.zoom.setVisible(d.zoom is not None)
         self.zoom.set_image(d.zoom)
@@ -184,8 +122,12 @@ class ApprovalDialog(QDialog):
         parts.append(e.thought or "(no thought given)")
         self.reasoning.setPlainText("\n\n".join(parts))
         self.feedback.clear()
+        self.auto.blockSignals(True)
         self.auto.setChecked(auto_approve)
-        self._avoid = self._keep_out(action, e)
+        self.auto.blockSignals(False)
+        self._show_why()
+        self.confirm.hide()
+        self.avoid = at.keep_out(action, e)
         self._place()
         self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, False)  # the hider may have set it
         self.show()
@@ -193,27 +135,28 @@ class ApprovalDialog(QDialog):
         self.activateWindow()
         (self.text if ask else self.approve_button).setFocus()
 
-    @staticmethod
-    def _end_pixels(action: Action, e: ev.StepProposed) -> tuple[float, float] | None:
-        if not isinstance(action, Drag):
-            return None
-        w, h = e.screenshot_size
-        return action.end.x / 1000 * w, action.end.y / 1000 * h
-
-    @staticmethod
-    def _keep_out(action: Action, e: ev.StepProposed) -> placement.Rect | None:
-        """Every point the action uses, in Qt's coordinates, grown by KEEP_OUT."""
-        left, top, width, height = e.monitor_geometry
-        monitor = Monitor(0, left, top, width, height, *e.screenshot_size)
-        points = [to_logical(*model_to_input(p, monitor, Layout((monitor,)))) for p in points_of(action)]
-        return placement.keep_out([(p.x(), p.y()) for p in points], KEEP_OUT)
+    def _show_why(self) -> None:
+        e = self.event_
+        if e is None or e.risky:
+            self.why.setText("")
+        elif e.reason != AUTO_OFF:
+            self.why.setText(e.reason)
+        elif self.auto.isChecked():
+            self.why.setText("Auto-approve is on from the next step.")
+        else:
+            self.why.setText("Asking because auto-approve is off.")
 
     def _place(self) -> None:
         e = self.event_
         assert e is not None
-        area = available_rect(*e.monitor_geometry)
-        r = placement.place(placement.Rect(area.x(), area.y(), area.width(), area.height()), PREFERRED,
-                            self._avoid, MINIMUM)
+        area_q = available_rect(*e.monitor_geometry)
+        area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
+        if placement.keep(self._last, area, self.avoid, PREFERRED):
+            r = self._last
+        else:
+            r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
+        assert r is not None
+        self._last = r
         f = self._frame
         self.setGeometry(QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom()))
 
@@ -222,17 +165,18 @@ class ApprovalDialog(QDialog):
         QTimer.singleShot(150, self._check_frame)
 
     def _check_frame(self) -> None:
-        """Once the WM has framed the window: measure its decorations and move off the target if they cover it."""
+        """Once the WM has framed the window: measure its decorations, and place it again if they were not what
+        was guessed (the frame must stay inside the area) or it covers the target."""
         if not self.isVisible() or self.event_ is None:
             return
         outer, inner = self.frameGeometry(), self.geometry()
         frame = QMargins(inner.left() - outer.left(), inner.top() - outer.top(),
                          outer.right() - inner.right(), outer.bottom() - inner.bottom())
-        if frame != self._frame:
+        covers = self.avoid is not None and placement.Rect(outer.x(), outer.y(), outer.width(),
+                                                             outer.height()).intersects(self.avoid)
+        if frame != self._frame or covers or placement.Rect(outer.x(), outer.y(), outer.width(),
+                                                            outer.height()) != self._last:
             self._frame = frame
-            self._place()
-        elif self._avoid is not None and placement.Rect(outer.x(), outer.y(), outer.width(),
-                                                         outer.height()).intersects(self._avoid):
             self._place()
 
     # ------------------------------------------------------------------ editing
@@ -243,10 +187,10 @@ class ApprovalDialog(QDialog):
         if not can_move:
             self.edit_hint.setText("")
         elif on:
-            self.edit_hint.setText("Editing: click or drag where Deskhand should act; arrow keys move it by one "
-                                   "pixel (Shift: ten).")
+            self.edit_hint.setText("Editing: click or drag in the picture where Deskhand should act; the arrow keys "
+                                   "move it by one pixel (Shift: ten). The cross-hair on the screen follows.")
         else:
-            self.edit_hint.setText("To change where Deskhand acts, drag the marker or press Edit.")
+            self.edit_hint.setText(EDIT_HINT if self.screen_marker else EDIT_HINT_NO_MARKER)
         self.edit_hint.setStyleSheet("color: #1d4ed8;" if on else "color: #4b5563;")
         if e is not None and not isinstance(e.action, AskUser):
             self.text.setReadOnly(not on)
@@ -254,21 +198,52 @@ class ApprovalDialog(QDialog):
             (self.text if self.text.isVisible() and not can_move else self.view).setFocus()
 
     def _zoom_marker(self, point: tuple[float, float] | None, label: str = "") -> None:
-        inside = point is not None and 0 <= point[0] - self._origin[0] < ZOOM[0] and 0 <= point[1] - self._origin[1] \
-            < ZOOM[1]
+        inside = point is not None and at.inside_zoom(point, self._origin)
         self.zoom.set_marker((point[0] - self._origin[0], point[1] - self._origin[1]) if inside and point else None,
                              label)
 
     def _marker_moved(self, px: float, py: float) -> None:
-        self._edited_point = (px, py)
-        self._zoom_marker((px, py))
-        if not self.edit_button.isChecked():
-            self.edit_button.setChecked(True)
+        """The target moved in the picture (Edit mode): the words, the close-up and the screen's marker follow."""
+        self._moved_to(px, py)
         e = self.event_
         if e is not None:
-            left, top, width, height = e.monitor_geometry
-            w, h = e.screenshot_size
-            self.target_previewed.emit(left + math.floor(px / w * width), top + math.floor(py / h * height))
+            self.target_previewed.emit(*at.pixels_to_input(e, px, py))
+
+    def move_target(self, x: int, y: int, done: bool = True) -> None:
+        """The user dragged the marker on the screen to (x, y), input coordinates."""
+        e = self.event_
+        if e is None or target_of(e.action) is None:
+            return
+        px, py = at.input_to_pixels(e, x, y)
+        self.view.set_marker((px, py), e.element or "", self.view_end(px, py))
+        self._moved_to(px, py, refresh_zoom=done)
+
+    def view_end(self, px: float, py: float) -> tuple[float, float] | None:
+        """A drag keeps its vector when its start moves."""
+        e = self.event_
+        start, end = (e.target_pixels, at.end_pixels(e.action, e)) if e is not None else (None, None)
+        if start is None or end is None:
+            return None
+        return end[0] + px - start[0], end[1] + py - start[1]
+
+    def _moved_to(self, px: float, py: float, refresh_zoom: bool = True) -> None:
+        e = self.event_
+        self._edited_point = (px, py)
+        if e is not None and refresh_zoom and not at.inside_zoom((px, py), self._origin):
+            image, self._origin = at.zoom_at(e, (px, py))
+            self.zoom.set_image(image)
+        self._zoom_marker((px, py), e.element or "" if e is not None else "")
+        if e is not None:
+            try:
+                edited = self.edited_action()
+            except ActionError:
+                edited = None
+            self.description.setText(at.describe(edited, e) if edited is not None else e.description)
+        if not self.edit_button.isChecked():
+            self.edit_button.blockSignals(True)
+            self.edit_button.setChecked(True)  # the step is now "edited"; the picture need not take clicks
+            self.edit_button.blockSignals(False)
+            self.edit_hint.setText("Moved. Approve to act at the new point, or drag the marker again.")
 
     def edited_action(self) -> Action | None:
         """The action as the user changed it, or None when unchanged."""
@@ -277,10 +252,7 @@ class ApprovalDialog(QDialog):
             return None
         action, changed = e.action, False
         if self._edited_point is not None and target_of(action) is not None:
-            w, h = e.screenshot_size
-            px, py = self._edited_point
-            point = pixels_to_model(math.floor(px), math.floor(py), Monitor(0, 0, 0, w, h, w, h))
-            action, changed = with_target(action, point), True
+            action, changed = with_target(action, at.model_point(e, *self._edited_point)), True
         if isinstance(action, (Write, Answer)) and self.text.text() != action.text:
             action, changed = with_text(action, self.text.text()), True
         return action if changed else None
@@ -329,18 +301,43 @@ class ApprovalDialog(QDialog):
         if decision.kind != "stop":
             decision = Decision(decision.kind, decision.action, decision.feedback, self._auto_choice())
         self.event_ = None
+        self.stop_shortcut.setEnabled(False)
         self.hide()
         self.decided.emit(e.step, decision)
 
     def withdraw(self) -> None:
         """The run ended or moved on without this dialog (stopped from elsewhere)."""
         self.event_ = None
+        self.stop_shortcut.setEnabled(False)
         self.hide()
 
-    def reject(self) -> None:  # Esc
-        self.stop()
+    def ask_to_stop(self) -> None:
+        """Esc or the window's close button: closing would stop the task, so ask (a second Esc stops it)."""
+        if self.confirm.isVisible():
+            self.stop()
+            return
+        self.confirm.show()
+        self.confirm_stop.setFocus()
+
+    def _keep_waiting(self) -> None:
+        self.confirm.hide()
+        self.approve_button.setFocus()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if QKeySequence(event.keyCombination()) == self.stop_shortcut.key():  # when no shortcut map caught it
+            self.stop()  # (not the active window, as under a bare X server)
+            return
+        if event.matches(QKeySequence.StandardKey.Cancel) or event.key() == Qt.Key.Key_Escape:
+            self.ask_to_stop()
+            return
+        super().keyPressEvent(event)
+
+    def reject(self) -> None:  # QDialog's Esc path, should a child pass Esc on
+        self.ask_to_stop()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.event_ is not None:
-            self.stop()
+            event.ignore()
+            self.ask_to_stop()
+            return
         event.accept()

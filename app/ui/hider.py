@@ -143,6 +143,19 @@ class WindowHider(QObject):
             active.raise_()
             active.activateWindow()
 
+    def holds(self, widget: QWidget) -> bool:
+        """Whether `widget` is off the screen for a grab or an action, to come back afterwards."""
+        return widget in self._hidden
+
+    def bring_back(self, widget: QWidget) -> None:
+        """Show a window that was put out of the way, with the others when the screen is Deskhand's again: not
+        while a grab or an action is under way (it would be in the screenshot), and not just before the action
+        a decision starts (one show, after it, instead of a show and a hide and a show)."""
+        if widget not in self._hidden:
+            self._hidden.append(widget)
+        if self._holds == 0:
+            self._restore_timer.start()  # nothing hides it again within the delay: back anyway
+
     def forget(self, widget: QWidget) -> None:
         """A window closed for good while hidden (the dialog after its decision): do not show it again."""
         if widget in self._hidden:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QStandardPaths, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QImage
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,8 +32,9 @@ from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.ui.background import Background
 from app.ui.icons import app_icon
-from app.ui.info_bar import InfoBar
+from app.ui.messages import escape
 from app.ui.screenshot_view import ScreenshotView
+from app.ui.status_area import StatusArea
 from app.ui.step_list import DECISION_WORDS
 
 STATUS_WORDS = {"answered": "done", "step_limit": "step limit", "running": "running", "stopped": "stopped",
@@ -96,8 +97,10 @@ class HistoryWindow(QWidget):
         self.steps: list[dict[str, Any]] = []
         self.run_id: int | None = None
         root = QVBoxLayout(self)
-        self.info = InfoBar()
-        root.addWidget(self.info)
+        self.status = StatusArea()
+        self.status.set_state("Past runs, newest first. Export saves one as a folder; Delete removes it and its "
+                              "screenshots.", "#9ca3af")
+        root.addWidget(self.status)
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
         lv = QVBoxLayout(left)
@@ -261,7 +264,8 @@ class HistoryWindow(QWidget):
 
     # ------------------------------------------------------------------ export and delete
     def _ask_export(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export the run into this folder")
+        start = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation) or str(Path.home())
+        folder = QFileDialog.getExistingDirectory(self, "Export the run into this folder", start)
         if folder and self.run_id is not None:
             self.export_to(self.run_id, Path(folder))
 
@@ -270,7 +274,8 @@ class HistoryWindow(QWidget):
             def open_folder() -> None:
                 QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
-            self.info.show_message(f"Exported to {path}", "success", "export", [("Open folder", open_folder)])
+            self.status.show_message(f"<b>Exported</b> to {escape(str(path))}", "success", "export",
+                                     [("Open folder", open_folder)])
         self.background.run(lambda: self.store.export(run_id, dest), done, self._failed)
 
     def _ask_delete(self) -> None:
@@ -292,4 +297,4 @@ class HistoryWindow(QWidget):
 
     def _failed(self, exc: BaseException) -> None:
         text = str(exc) if isinstance(exc, DeskhandError) else f"The history could not be read: {exc}"
-        self.info.show_message(text, "error", "failed")
+        self.status.show_message(escape(text), "error", "failed")

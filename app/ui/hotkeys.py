@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from app.domain.hotkey_spec import KEY_NAMES as KEY_NAMES  # re-exported: their home is the domain
 from app.domain.hotkey_spec import MODIFIERS as MODIFIERS
 from app.domain.hotkey_spec import hotkey_problem as hotkey_problem
+from app.domain.hotkey_spec import label
 
 log = logging.getLogger("deskhand.ui.hotkeys")
 
@@ -37,7 +38,7 @@ class GlobalHotkey(QObject):
         self.ready.clear()
         problem = hotkey_problem(spec)
         if problem:
-            self.failed.emit(f"The quick-task hotkey is not set up: {problem}")
+            self.failed.emit(f"The quick-task shortcut is not set up: {problem}")
             return
         threading.Thread(target=self._start, args=(spec,), name="deskhand-hotkey-start", daemon=True).start()
 
@@ -51,7 +52,8 @@ class GlobalHotkey(QObject):
             _start_listener(listener)
         except Exception as exc:  # ImportError (no X), ValueError (pynput refused the spec), DeskhandError
             log.warning("quick-task hotkey %s unavailable: %s", spec, exc)
-            self.failed.emit(f"The quick-task hotkey {spec} could not be set up: {exc}")
+            self.failed.emit(f"The quick-task shortcut {label(spec)} could not be set up ({exc}). "
+                             "Choose other keys in Settings → Shortcuts.")
             return
         with self._lock:
             if self.spec != spec:  # replaced or stopped meanwhile

@@ -8,6 +8,7 @@ import logging.handlers
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -76,6 +77,22 @@ def error_html(error: BaseException | str, lead: str = "") -> str:
     return head + (f"<br>→ {escape(todo)}" if todo else "")
 
 
+OUTCOME_HEADS = {"answered": "Done.", "stopped": "Stopped.", "failed": "The task failed.",
+                 "step_limit": "Step limit reached."}
+
+
+def outcome_html(outcome: str, answer: str, message: str) -> str:
+    """How a run ended, said once: "Stopped by you." rather than "Stopped. Stopped by you."."""
+    head = OUTCOME_HEADS.get(outcome, outcome)
+    body = answer or message
+    what, todo = what_and_todo(body)
+    if what.lower().startswith(head.rstrip(".").lower()):
+        text = f"<b>{escape(what)}</b>"
+    else:
+        text = f"<b>{escape(head)}</b> {escape(what)}" if what else f"<b>{escape(head)}</b>"
+    return text + (f"<br>→ {escape(todo)}" if todo else "")
+
+
 def show_error(parent: QWidget | None, error: BaseException | str, title: str = "Deskhand") -> None:
     """A modal box, for errors with no main window to show them in."""
     box = QMessageBox(QMessageBox.Icon.Warning, title, "", QMessageBox.StandardButton.Ok, parent)
@@ -83,6 +100,17 @@ def show_error(parent: QWidget | None, error: BaseException | str, title: str = 
     box.setText(error_html(error))
     box.setWindowIcon(app_icon())
     box.exec()
+
+
+def ask(parent: QWidget, title: str, text: str, yes: str, no: str, on_yes: Callable[[], None]) -> QMessageBox:
+    """A question that does not block the event loop (the run goes on meanwhile); `on_yes` if they say so."""
+    box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.NoButton, parent)
+    accept = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(no, QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(accept)
+    box.finished.connect(lambda _: on_yes() if box.clickedButton() is accept else None)
+    box.open()
+    return box
 
 
 class CrashDialog(QDialog):

@@ -1,29 +1,48 @@
-"""The on-screen marker at the real target: always on top, click-through, never focused, shaped to the marker
-(so it needs no compositor), hidden by the hider during capture and execution."""
+"""The on-screen marker at the real target while a step waits for approval: the one cross-hair Deskhand shows,
+and the one marker that can be dragged (the pictures in the windows show the target as a spot). Always on
+top, never focused, shaped to the marker so it needs no compositor; the hole in its middle lets a click
+through to the target. The hider takes it off the screen during capture and execution."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRect, Qt
-from PySide6.QtGui import QBitmap, QColor, QFont, QFontMetrics, QGuiApplication, QImage, QPainter, QPaintEvent, QRegion
+from PySide6.QtCore import QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtGui import (
+    QBitmap,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QGuiApplication,
+    QImage,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QRegion,
+)
 from PySide6.QtWidgets import QWidget
 
-from app.ui.screens import to_logical
+from app.ui.screens import to_logical, to_native
 from app.ui.screenshot_view import draw_marker
 
 RADIUS = 18
 PAD = 30  # room around the ring for the cross-hair arms and the outline
+DRAG_HINT = "drag to move"
 
 
 class TargetOverlay(QWidget):
+    moving = Signal(int, int)  # input coordinates of the centre while the user drags the marker
+    moved = Signal(int, int)  # where the user let go of it
+
     def __init__(self) -> None:
         super().__init__(None, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint
-                         | Qt.WindowType.WindowStaysOnTopHint | Qt.WindowType.WindowTransparentForInput
-                         | Qt.WindowType.WindowDoesNotAcceptFocus)
+                         | Qt.WindowType.WindowStaysOnTopHint | Qt.WindowType.WindowDoesNotAcceptFocus)
         self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
-        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.setWindowTitle("Deskhand target")
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
         self._label = ""
         self._label_left = False
+        self._grab: QPoint | None = None  # where in the window the user holds it
+        self._words: str = ""
+        self._away: QRect | None = None  # what point_at was given: the label is placed again after a drag
         self.target: tuple[int, int] | None = None  # input coordinates
 
     def _label_font(self) -> QFont:
@@ -35,21 +54,23 @@ class TargetOverlay(QWidget):
         """Show the marker centred on (x, y), input coordinates, with a few words beside it: on the side away
         from `away_from` (the approval dialog) and inside the screen."""
         self.target = (x, y)
-        self._label = label if len(label) <= 48 else label[:45] + "…"
+        self._words, self._away = label, away_from
+        label = label if len(label) <= 40 else label[:37] + "…"
+        self._label = f"{label} · {DRAG_HINT}" if label else DRAG_HINT
         centre = to_logical(x, y)
         metrics = QFontMetrics(self._label_font())
-        label_w = metrics.horizontalAdvance(self._label) + 20 if self._label else 0
+        label_w = metrics.horizontalAdvance(self._label) + 20
         screen = QGuiApplication.screenAt(centre) or QGuiApplication.primaryScreen()
         area = screen.availableGeometry()
         left = away_from is not None and away_from.center().x() > centre.x()
         fits = centre.x() - PAD - label_w >= area.left() if left else centre.x() + PAD + label_w <= area.right()
         if not fits:
             left = not left
-        self._label_left = bool(label_w) and left
+        self._label_left = left
         side = 2 * PAD
         w, h = side + label_w, max(side, metrics.height() + 12)
-        x = centre.x() - (PAD + label_w if self._label_left else PAD)
-        self.setGeometry(x, centre.y() - h // 2, w, h)
+        x0 = centre.x() - (PAD + label_w if self._label_left else PAD)
+        self.setGeometry(x0, centre.y() - h // 2, w, h)
         self.setMask(self._shape())
         self.update()
         self.show()
@@ -86,8 +107,31 @@ class TargetOverlay(QWidget):
         painter = QPainter(self)
         self._render(painter)
 
+    # ------------------------------------------------------------------ dragging
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton and self.target is not None:
+            self._grab = event.position().toPoint()
+            self.setCursor(Qt.CursorShape.ClosedHandCursor)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if self._grab is not None:
+            self.move(event.globalPosition().toPoint() - self._grab)
+            self.target = to_native(self.centre_global())
+            self.moving.emit(*self.target)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if self._grab is None:
+            return
+        self.mouseMoveEvent(event)
+        self._grab = None
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
+        if self.target is not None:
+            self.point_at(*self.target, self._words, self._away)  # the words on the side where they fit
+            self.moved.emit(*self.target)
+
     def clear(self) -> None:
         self.target = None
+        self._grab = None
         self.hide()
 
     def centre_global(self) -> QPoint:

@@ -1,4 +1,5 @@
-"""Where the approval dialog goes: on the target's monitor, never over the target (pure, Qt-free)."""
+"""Where windows go (pure, Qt-free): the approval dialog on the target's monitor, never over the target and
+where it was for the previous step when it still can be; any window inside the available area."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ class Rect:
         return self.x <= px < self.right and self.y <= py < self.bottom
 
 
+def fit_inside(r: Rect, area: Rect) -> Rect:
+    """`r` shrunk to fit `area` if need be, then moved the least distance that puts it inside."""
+    w, h = min(r.w, area.w), min(r.h, area.h)
+    return Rect(_clamp(r.x, area.x, area.right - w), _clamp(r.y, area.y, area.bottom - h), w, h)
+
+
 def keep_out(points: list[tuple[int, int]], radius: int) -> Rect | None:
     """The box around every point the action uses (a drag's start and end), grown by `radius`."""
     if not points:
@@ -37,6 +44,16 @@ def keep_out(points: list[tuple[int, int]], radius: int) -> Rect | None:
 
 def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(v, hi)) if hi >= lo else lo
+
+
+def keep(previous: Rect | None, area: Rect, avoid: Rect | None, size: tuple[int, int]) -> bool:
+    """Whether the dialog can stay where it was for the previous step: still inside the area, still clear of
+    the new target and no smaller than it wants to be (so it does not jump from step to step)."""
+    if previous is None or fit_inside(previous, area) != previous:
+        return False
+    if previous.w < min(size[0], area.w) or previous.h < min(size[1], area.h):
+        return False
+    return avoid is None or not previous.intersects(avoid)
 
 
 def place(area: Rect, size: tuple[int, int], avoid: Rect | None, minimum: tuple[int, int] = (480, 380),

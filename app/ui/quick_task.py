@@ -1,19 +1,23 @@
-"""The quick-task box the global hotkey opens from anywhere: one line, Enter starts the task, Esc closes."""
+"""The quick-task box the global shortcut opens from anywhere: one line, Enter starts the task, Esc closes it,
+and so does clicking elsewhere (like a launcher); it has no taskbar entry. What was typed stays for next time."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QCursor, QGuiApplication, QKeyEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.ui.icons import app_icon
+
+HINT = "Enter starts · Esc closes"
+BUSY_HINT = "A task is running: this one waits until it ends · Esc closes"
 
 
 class QuickTaskBox(QWidget):
     submitted = Signal(str)
 
     def __init__(self) -> None:
-        super().__init__(None, Qt.WindowType.Window | Qt.WindowType.FramelessWindowHint
+        super().__init__(None, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint
                          | Qt.WindowType.WindowStaysOnTopHint)
         self.setWindowTitle("Deskhand quick task")
         self.setWindowIcon(app_icon())
@@ -34,7 +38,7 @@ class QuickTaskBox(QWidget):
         head.addWidget(logo)
         head.addWidget(QLabel("<b>Deskhand</b> — what should I do?"))
         head.addStretch(1)
-        self.hint = QLabel("Enter starts · Esc closes")
+        self.hint = QLabel(HINT)
         self.hint.setStyleSheet("color: #9ca3af;")
         head.addWidget(self.hint)
         layout.addLayout(head)
@@ -43,12 +47,15 @@ class QuickTaskBox(QWidget):
         self.line.returnPressed.connect(self._submit)
         layout.addWidget(self.line)
         self.resize(620, 110)
+        self._busy = False
+        self._was_active = False
 
     def open(self) -> None:
         """Show centred on the screen under the pointer, ready to type."""
         screen = QGuiApplication.screenAt(QCursor.pos()) or QGuiApplication.primaryScreen()
         area = screen.availableGeometry()
         self.move(area.x() + (area.width() - self.width()) // 2, area.y() + area.height() // 4)
+        self._was_active = False
         self.show()
         self.raise_()
         self.activateWindow()
@@ -56,14 +63,31 @@ class QuickTaskBox(QWidget):
         self.line.selectAll()
 
     def set_busy_hint(self, busy: bool) -> None:
-        self.hint.setText("A task is running already · Esc closes" if busy else "Enter starts · Esc closes")
+        self._busy = busy
+        self._set_hint(BUSY_HINT if busy else HINT)
+
+    def _set_hint(self, text: str, colour: str = "#9ca3af") -> None:
+        self.hint.setText(text)
+        self.hint.setStyleSheet(f"color: {colour};")
 
     def _submit(self) -> None:
         task = self.line.text().strip()
-        if task:
-            self.hide()
-            self.line.clear()
-            self.submitted.emit(task)
+        if not task:
+            self._set_hint("Type a task first, then press Enter", "#fbbf24")
+            QTimer.singleShot(2500, self, lambda: self.set_busy_hint(self._busy))
+            return
+        self.hide()
+        self.line.clear()
+        self.submitted.emit(task)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.ActivationChange:
+            # not isActiveWindow(): styles that share activation call a parentless tool window always active
+            if QApplication.activeWindow() is self:
+                self._was_active = True
+            elif self._was_active and self.isVisible():
+                self.hide()  # clicked elsewhere: out of the way, the text kept for next time
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:

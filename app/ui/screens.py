@@ -27,6 +27,15 @@ def to_logical(x: int, y: int) -> QPoint:
     return QPoint(g.x() + round((x - g.x()) / dpr), g.y() + round((y - g.y()) / dpr))
 
 
+def to_native(point: QPoint) -> tuple[int, int]:
+    """Qt's logical coordinates -> input coordinates (the inverse of to_logical)."""
+    screen = QGuiApplication.screenAt(point) or QGuiApplication.primaryScreen()
+    if screen is None:
+        return point.x(), point.y()
+    g, dpr = screen.geometry(), screen.devicePixelRatio()
+    return g.x() + round((point.x() - g.x()) * dpr), g.y() + round((point.y() - g.y()) * dpr)
+
+
 def rect_to_logical(left: int, top: int, width: int, height: int) -> QRect:
     """A monitor's rectangle (input coordinates) in Qt's coordinates."""
     screen = screen_at_native(left + width // 2, top + height // 2)

@@ -1,7 +1,8 @@
 """A screenshot with the proposed target on it: the live view, the approval dialog and the history replay.
 
 Coordinates given and reported are screenshot pixels (continuous: pixel i spans [i, i + 1)); the widget maps
-them to its letterboxed picture. When editable, the marker follows the mouse and the arrow keys.
+them to its letterboxed picture. The target shows as a spot (a ring with a dot), not as the cross-hair of the
+one draggable marker on the real screen. When editable, the spot follows clicks, drags and the arrow keys.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ class ScreenshotView(QWidget):
         self._end: QPointF | None = None  # a drag's end point
         self._label = ""
         self._editable = False  # the marker follows clicks anywhere and the arrow keys
-        self._draggable = False  # the marker can be grabbed (which starts editing) even when not editable
         self._dragging = False
         self._placeholder = placeholder
 
@@ -55,9 +55,6 @@ class ScreenshotView(QWidget):
         self._editable = editable
         self.setCursor(Qt.CursorShape.CrossCursor if editable else Qt.CursorShape.ArrowCursor)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus if editable else Qt.FocusPolicy.NoFocus)
-
-    def set_draggable(self, draggable: bool) -> None:
-        self._draggable = draggable
 
     def set_placeholder(self, text: str) -> None:
         self._placeholder = text
@@ -90,15 +87,8 @@ class ScreenshotView(QWidget):
         self.update()
         self.marker_moved.emit(px, py)
 
-    def _near_marker(self, pos: QPointF) -> bool:
-        if self._marker is None:
-            return False
-        at = self.to_widget(self._marker.x(), self._marker.y())
-        return (at - pos).manhattanLength() <= 28
-
     def mousePressEvent(self, event: QMouseEvent) -> None:
-        grab = self._editable or (self._draggable and self._near_marker(event.position()))
-        if grab and event.button() == Qt.MouseButton.LeftButton and not self._size.isEmpty():
+        if self._editable and event.button() == Qt.MouseButton.LeftButton and not self._size.isEmpty():
             self._dragging = True
             self._move_marker(*self.to_pixels(event.position()))
         super().mousePressEvent(event)
@@ -155,7 +145,7 @@ class ScreenshotView(QWidget):
             at = self.to_widget(self._marker.x(), self._marker.y())
             if self._end is not None:
                 self._draw_path(p, at, self.to_widget(self._end.x(), self._end.y()))
-            draw_marker(p, at, 14)
+            draw_spot(p, at, 11)
             if self._label:
                 self._draw_label(p, at, rect)
         if self._editable:
@@ -184,6 +174,17 @@ class ScreenshotView(QWidget):
         p.drawRoundedRect(box, 4, 4)
         p.setPen(QColor("#ffffff"))
         p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+
+
+def draw_spot(p: QPainter, at: QPointF, r: float) -> None:
+    """Where the action points, in a picture: a ring and a dot (the cross-hair is the real marker's)."""
+    for colour, width in ((QColor("#ffffff"), 4.0), (MARKER_COLOUR, 2.0)):
+        p.setPen(QPen(colour, width))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawEllipse(at, r, r)
+    p.setPen(QPen(QColor("#ffffff"), 1.0))
+    p.setBrush(MARKER_COLOUR)
+    p.drawEllipse(at, 2.5, 2.5)
 
 
 def draw_marker(p: QPainter, at: QPointF, r: float) -> None:

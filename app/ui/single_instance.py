@@ -187,15 +187,18 @@ class HeldWhileBusy(QObject):
     the message's window would otherwise take the keyboard focus from the window Deskhand types into."""
 
     def __init__(self, deliver: Callable[[dict[str, Any]], None], busy: Callable[[], bool],
-                 parent: QObject | None = None, poll_ms: int = 100) -> None:
+                 parent: QObject | None = None, poll_ms: int = 100,
+                 quietly: Callable[[dict[str, Any]], bool] | None = None) -> None:
         super().__init__(parent)
-        self.deliver, self.busy = deliver, busy
+        self.deliver, self.busy, self.quietly = deliver, busy, quietly
         self.pending: list[dict[str, Any]] = []
         self._timer = QTimer(self)
         self._timer.setInterval(poll_ms)
         self._timer.timeout.connect(self._flush)
 
     def receive(self, msg: dict[str, Any]) -> None:
+        if self.quietly is not None and self.quietly(msg):  # taken without raising a window
+            return
         self.pending.append(msg)
         if self.busy():
             log.info("a message from another launch waits until the run is done")

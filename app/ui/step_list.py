@@ -1,21 +1,39 @@
-"""The run's steps: thumbnail, the action in words, the decision, the timings; one row per step number."""
+"""The run's steps: thumbnail, the action in words, the decision, the timings; one row per step number.
+Selecting a row shows that step (its screenshot, target, thought and decision) in the main window."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
-from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
 DECISION_WORDS = {
     "approve": "approved", "edit": "edited", "skip": "skipped", "reject": "rejected", "stop": "stopped",
     "auto": "auto-approved", "refused": "refused", "answer": "answered", "waiting": "waiting for you",
 }
 COLOURS = {"rejected": "#b91c1c", "refused": "#b91c1c", "stopped": "#b91c1c", "skipped": "#92400e",
-           "edited": "#1d4ed8", "waiting for you": "#b45309", "invalid answer": "#b91c1c"}
+           "edited": "#1d4ed8", "waiting for you": "#b45309", "invalid answer": "#b91c1c", "not done": "#6b7280"}
 STEP, ACTION, DECISION, TIME = range(4)
+WAITING = "waiting for you"
+
+
+@dataclass
+class StepDetail:
+    """What selecting the step shows."""
+
+    description: str = ""
+    image: QImage | None = None
+    size: tuple[int, int] | None = None
+    target: tuple[float, float] | None = None
+    element: str = ""
+    thought: str = ""
 
 
 class StepList(QTreeWidget):
+    step_selected = Signal(int)  # the step the user picked; 0 when the selection is cleared
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setHeaderLabels(["#", "Action", "Decision", "Time"])
@@ -24,15 +42,25 @@ class StepList(QTreeWidget):
         self.setIconSize(QSize(80, 45))
         self.setWordWrap(True)
         self.setAlternatingRowColors(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
         header = self.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(STEP, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(ACTION, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(DECISION, QHeaderView.ResizeMode.Interactive)
-        self.setColumnWidth(DECISION, 150)  # a rejection's sentence wraps here instead of squeezing the action
+        self.setColumnWidth(DECISION, 130)  # a rejection's sentence wraps here instead of squeezing the action
         header.setSectionResizeMode(TIME, QHeaderView.ResizeMode.ResizeToContents)
         self._rows: dict[int, QTreeWidgetItem] = {}
         self._think: dict[int, float] = {}
+        self.details: dict[int, StepDetail] = {}
+        self.itemSelectionChanged.connect(self._selected)
+
+    def resizeEvent(self, event: object) -> None:
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        narrow = self.viewport().width() < 420  # the thumbnail would leave the action no room to be read
+        self.setIconSize(QSize(0, 0) if narrow else QSize(80, 45))
+        self.setColumnWidth(DECISION, 100 if narrow else 130)
 
     def row(self, step: int) -> QTreeWidgetItem:
         item = self._rows.get(step)
@@ -41,22 +69,35 @@ class StepList(QTreeWidget):
             item.setTextAlignment(STEP, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignRight)
             self.addTopLevelItem(item)
             self._rows[step] = item
+            self.details[step] = StepDetail()
             self.scrollToItem(item)
         return item
 
-    def proposed(self, step: int, description: str, thumb: QImage | None, waiting: bool, think_s: float) -> None:
+    def working(self, step: int, words: str) -> None:
+        """The step the model is working on: listed at once, with what it is doing."""
+        item = self.row(step)
+        if not self.details[step].description:
+            item.setText(ACTION, words)
+            item.setForeground(ACTION, QColor("#6b7280"))
+
+    def proposed(self, step: int, description: str, thumb: QImage | None, waiting: bool, think_s: float,
+                 detail: StepDetail | None = None) -> None:
         item = self.row(step)
         item.setText(ACTION, description)
+        item.setForeground(ACTION, self.palette().text().color())
         item.setToolTip(ACTION, description)
         if thumb is not None:
             item.setIcon(ACTION, QIcon(QPixmap.fromImage(thumb)))
-        self._set_decision(item, "waiting for you" if waiting else "")
+        self._set_decision(item, WAITING if waiting else "")
         self._think[step] = think_s
         item.setText(TIME, f"think {think_s:.1f} s")
+        self.details[step] = detail or StepDetail(description)
 
     def failed(self, step: int, message: str) -> None:
         item = self.row(step)
         item.setText(ACTION, message)
+        item.setToolTip(ACTION, message)
+        self.details[step].description = message
         self._set_decision(item, "invalid answer")
 
     def note(self, step: int, text: str) -> None:
@@ -71,20 +112,53 @@ class StepList(QTreeWidget):
         if feedback:
             item.setToolTip(DECISION, feedback)
 
-    def executed(self, step: int, duration_s: float) -> None:
+    def executed(self, step: int, duration_s: float, description: str = "") -> None:
         item = self.row(step)
+        if description and description != item.text(ACTION):  # edited: what was done, at the point it was done
+            item.setText(ACTION, description)
+            item.setToolTip(ACTION, description)
+            self.details[step].description = description
         think = self._think.get(step)
         item.setText(TIME, (f"think {think:.1f} s\n" if think is not None else "") + f"act {duration_s:.1f} s")
+
+    def finished(self, outcome: str) -> None:
+        """The run ended: a step still waiting was stopped, one still being worked on was not done."""
+        for step, item in self._rows.items():
+            if item.text(DECISION) == WAITING:
+                self._set_decision(item, "stopped" if outcome == "stopped" else "not done")
+            elif not self.details[step].description and not item.text(DECISION):
+                item.setText(ACTION, "No action: the run ended first")
+                self._set_decision(item, "not done")
 
     def _set_decision(self, item: QTreeWidgetItem, text: str) -> None:
         item.setText(DECISION, text)
         colour = next((c for k, c in COLOURS.items() if text.startswith(k)), None)
         item.setForeground(DECISION, QColor(colour) if colour else self.palette().text().color())
 
+    def decision_of(self, step: int) -> str:
+        item = self._rows.get(step)
+        return item.text(DECISION) if item is not None else ""
+
     def clear_steps(self) -> None:
+        self.blockSignals(True)
         self.clear()
+        self.blockSignals(False)
         self._rows.clear()
         self._think.clear()
+        self.details.clear()
 
     def decisions(self) -> dict[int, str]:
         return {n: item.text(DECISION) for n, item in self._rows.items()}
+
+    def select(self, step: int) -> None:
+        self.setCurrentItem(self._rows[step])
+
+    def deselect(self) -> None:
+        self.blockSignals(True)
+        self.clearSelection()
+        self.blockSignals(False)
+
+    def _selected(self) -> None:
+        items = self.selectedItems()
+        step = next((n for n, it in self._rows.items() if items and it is items[0]), 0)
+        self.step_selected.emit(step)

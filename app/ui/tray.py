@@ -1,4 +1,5 @@
-"""The system tray icon: the state at a glance (idle, thinking, waiting for approval, acting) and the menu."""
+"""The system tray icon: the state at a glance (idle, thinking, waiting for approval, acting) and the menu, with
+each item's shortcut beside it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from app.ui import shortcuts
 from app.ui.icons import STATE_WORDS, state_icon
 
 
@@ -16,6 +18,7 @@ class Tray(QObject):
     show_window = Signal()
     pause_requested = Signal(bool)
     stop_requested = Signal()
+    history_requested = Signal()
     settings_requested = Signal()
     quit_requested = Signal()
 
@@ -23,6 +26,7 @@ class Tray(QObject):
         super().__init__(parent)
         self.state = "idle"
         self._paused = False
+        self.keys = shortcuts.GlobalKeys("<ctrl>+<alt>+<space>", "<shift>+<esc>")
         self.icon = QSystemTrayIcon(state_icon("idle"), self)
         self.menu = QMenu()
         self.new_action = self._item("New task…", self.new_task.emit)
@@ -31,17 +35,25 @@ class Tray(QObject):
         self.pause_action = self._item("Pause", lambda: self.pause_requested.emit(not self._paused))
         self.stop_action = self._item("Stop", self.stop_requested.emit)
         self.menu.addSeparator()
+        self.history_action = self._item("History…", self.history_requested.emit)
         self.settings_action = self._item("Settings…", self.settings_requested.emit)
         self.quit_action = self._item("Quit", self.quit_requested.emit)
         self.icon.setContextMenu(self.menu)
         self.icon.activated.connect(self._activated)
         self.set_running(False)
         self.set_state("idle")
+        self.set_keys(self.keys)
 
     def _item(self, text: str, slot: Callable[[], object]) -> QAction:
         action = self.menu.addAction(text)
         action.triggered.connect(slot)
         return action
+
+    def set_keys(self, keys: shortcuts.GlobalKeys) -> None:
+        """The global shortcuts work from anywhere: the menu shows them (display only, like the window's)."""
+        self.keys = keys
+        self.new_action.setText(shortcuts.in_menu("New task…", keys.quick_label))
+        self.stop_action.setText(shortcuts.in_menu("Stop", keys.stop_label))
 
     @staticmethod
     def available() -> bool:
@@ -61,7 +73,8 @@ class Tray(QObject):
         if state != self.state:
             self.icon.setIcon(state_icon(state))
         self.state = state
-        self.icon.setToolTip(f"Deskhand — {detail or STATE_WORDS.get(state, state)}")
+        words = detail or STATE_WORDS.get(state, state)
+        self.icon.setToolTip(f"Deskhand — {words[:1].lower() + words[1:]}")
 
     def set_running(self, running: bool) -> None:
         self.pause_action.setEnabled(running)

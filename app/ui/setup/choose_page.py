@@ -41,7 +41,8 @@ from app.setup.flow import (
     what_it_downloads,
 )
 from app.setup.flow import check_pair as check_pair
-from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, label
+from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, hosts_of, label
+from app.ui.setup.pages import model_words
 
 
 class ChoosePage(QWizardPage):
@@ -49,8 +50,8 @@ class ChoosePage(QWizardPage):
         super().__init__()
         self.ctx = context
         self.setTitle("Choose the model")
-        self.setSubTitle("Use GGUF files you already have (the text model and its vision projector), or download "
-                         "them.")
+        self.setSubTitle("A model is two files: the language model and the smaller vision file that lets it see "
+                         "the screen. Use files you have, or download them.")
         self.checked: dict[str, Checked | None] = {"existing": None, "download": None}
         self.existing = QRadioButton("Use model files I already have")
         self.download = QRadioButton("Download a model")
@@ -64,18 +65,18 @@ class ChoosePage(QWizardPage):
         grid = QGridLayout(self.existing_box)
         grid.setContentsMargins(20, 0, 0, 0)
         self.text_edit, self.mmproj_edit = QLineEdit(), QLineEdit()
-        self.text_edit.setPlaceholderText("…/Holotron-12B-Q4_K_M.gguf")
-        self.mmproj_edit.setPlaceholderText("…/mmproj-Holotron-12B-F16.gguf")
+        self.text_edit.setPlaceholderText("the larger .gguf file")
+        self.mmproj_edit.setPlaceholderText("the .gguf file whose name starts with mmproj")
         self.text_browse, self.mmproj_browse = QPushButton("Browse…"), QPushButton("Browse…")
-        for r, (name, edit, button) in enumerate((("Text model:", self.text_edit, self.text_browse),
-                                                  ("Vision projector (mmproj):", self.mmproj_edit,
+        for r, (name, edit, button) in enumerate((("Model file:", self.text_edit, self.text_browse),
+                                                  ("Vision file (mmproj):", self.mmproj_edit,
                                                    self.mmproj_browse))):
             grid.addWidget(QLabel(name), r, 0)
             grid.addWidget(edit, r, 1)
             grid.addWidget(button, r, 2)
             edit.editingFinished.connect(self.check_files)
         self.text_browse.clicked.connect(lambda: self._browse(self.text_edit, "Choose the text model"))
-        self.mmproj_browse.clicked.connect(lambda: self._browse(self.mmproj_edit, "Choose the vision projector"))
+        self.mmproj_browse.clicked.connect(lambda: self._browse(self.mmproj_edit, "Choose the vision file"))
         self.check_label = label()
         grid.addWidget(self.check_label, 2, 0, 1, 3)
 
@@ -90,8 +91,8 @@ class ChoosePage(QWizardPage):
         self.how_label = label()
         self.how_label.setStyleSheet("QLabel { background: palette(base); padding: 6px; }")
         self.how_label.hide()
-        self.unverified_box = QCheckBox("Download files that have no SHA-256 in Deskhand's catalog (they are still "
-                                        "checked against the hub's own checksum)")
+        self.unverified_box = QCheckBox("Download files that have no checksum in Deskhand's catalog (they are still "
+                                        "checked against the one the download site publishes)")
         self.unverified_box.toggled.connect(self._update_buttons)
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
         self.get_button = QPushButton("Get Holotron-12B…")  # the conversion page (convert_page.py)
@@ -104,9 +105,14 @@ class ChoosePage(QWizardPage):
         buttons = QHBoxLayout()
         for b in (self.download_button, self.get_button, self.pause_button, self.cancel_button):
             buttons.addWidget(b)
-        buttons.addStretch(1)
+        self.download_reason = label(rich=False)  # why Download is greyed out, when it is
+        self.download_reason.setStyleSheet(f"color: {WARN_COLOUR};")
+        buttons.addWidget(self.download_reason, 1)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setFormat("%p %")
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.hide()  # an empty bar reads as a text field: it shows once a download starts
         self.progress_label = label(rich=False)
         self.download_status = label()
         top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.unverified_box)
@@ -146,6 +152,14 @@ class ChoosePage(QWizardPage):
         self.state = "idle"  # idle | running | paused
         self._check_seq = 0
         self._mode_changed()
+        self._prefill(context.settings.text_model, context.settings.mmproj)
+
+    def _prefill(self, text: str, mmproj: str) -> None:
+        """Run again from Settings: the files in use are there to start from."""
+        if text and mmproj:
+            self.text_edit.setText(text)
+            self.mmproj_edit.setText(mmproj)
+            self.check_files()
 
     # ------------------------------------------------------------------ mode and catalog
     @property
@@ -210,6 +224,11 @@ class ChoosePage(QWizardPage):
         self.how_label.hide()
         self.get_button.setVisible(bool(e.convert_command) and not e.downloadable(q))
         self.get_button.setText(f"Get {e.title.split(' (')[0]}…")
+        if self.state == "idle":  # what was said about another model no longer holds
+            self.progress_bar.setValue(0)
+            self.progress_bar.hide()
+            self.progress_label.setText("")
+            self.download_status.setText("")
         self.unverified_box.setVisible(bool(unverified_files(e, q)))
         self.unverified_box.setChecked(False)
         self.checked["download"] = None
@@ -246,12 +265,23 @@ class ChoosePage(QWizardPage):
         can = sel is not None and sel[0].downloadable(sel[1]) and (
             not unverified_files(*sel) or self.unverified_box.isChecked())
         self.download_button.setEnabled(bool(can) and self.state == "idle" and self.download.isChecked())
+        self.download_reason.setText(self._why_not(sel) if self.state == "idle" else "")
         self.pause_button.setEnabled(self.state in ("running", "paused"))
         self.pause_button.setText("Resume" if self.state == "paused" else "Pause")
         self.cancel_button.setEnabled(self.state in ("running", "paused"))
         self.entry_combo.setEnabled(self.state == "idle")
         self.unverified_box.setEnabled(self.state == "idle")
         self.existing.setEnabled(self.state == "idle")
+
+    def _why_not(self, sel: tuple[ModelEntry, Quantization] | None) -> str:
+        """Why the Download button is greyed out, in words ("" when it is not)."""
+        if sel is None:
+            return "Choose a model to download."
+        if not sel[0].downloadable(sel[1]):
+            return "No download address is published for this model (see “How to get the files”)."
+        if unverified_files(*sel) and not self.unverified_box.isChecked():
+            return "To download it, tick the box above: its files have no published checksum."
+        return ""
 
     # ------------------------------------------------------------------ existing files
     def _browse(self, edit: QLineEdit, title: str) -> None:
@@ -287,7 +317,8 @@ class ChoosePage(QWizardPage):
             self.check_label.setText(error_html(exc))
 
     def _checked_html(self, c: Checked) -> str:
-        out = f"<span style='color:{OK_COLOUR}'>✓ {html.escape(c.summary)}</span>"
+        out = f"<span style='color:{OK_COLOUR}'>✓ {html.escape(model_words(c))}: the files belong together and are " \
+              "complete.</span>"
         fit = memory_fit(c, self.ctx.probe.gpu if self.ctx.probe else None)
         if fit is not None:
             out += f"<br>{html.escape(fit.describe())}"
@@ -314,6 +345,7 @@ class ChoosePage(QWizardPage):
 
         self.state = "running"
         self.download_status.setText("")
+        self.progress_bar.show()
         self._update_buttons()
         self.ctx.runner.run(work, self._downloaded, self._download_failed)
 
@@ -356,11 +388,14 @@ class ChoosePage(QWizardPage):
         elif isinstance(exc, Cancelled):
             self.state = "idle"
             self.progress_bar.setValue(0)
+            self.progress_bar.hide()
             self.progress_label.setText("")
             self.download_status.setText("Download cancelled; the partial file was deleted.")
         else:
             self.state = "idle"
-            self.download_status.setText(error_html(exc))
+            self.progress_label.setText("")
+            sel = self.selection()
+            self.download_status.setText(error_html(exc, hosts_of(sel[0], sel[1]) if sel else ()))
         self.control = None
         self._update_buttons()
 

@@ -1,23 +1,55 @@
-"""The setup window's first and last pages: GPU and CUDA build; summary."""
+"""The setup window's first and last pages: this computer in plain words (graphics card, what that means for
+speed) and what comes next; the summary of the chosen model."""
 
 from __future__ import annotations
 
 import html
+import re
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget, QWizardPage
 
-from app.setup.flow import memory_fit, what_it_downloads
-from app.setup.gpu import CUDA_BUILD_NOTE, rebuild_command
+from app.domain.units import human_bytes
+from app.setup.catalog import Recommendation
+from app.setup.flow import Checked, memory_fit, what_it_downloads
+from app.setup.gpu import GPU, rebuild_command
 from app.ui.setup.context import ERR_COLOUR, Probe, SetupContext, label
+
+IN_CONTROL = ("<b>You stay in control:</b> every step waits for your OK (you can let safe steps go ahead), "
+              "Shift+Esc stops a task at any moment, and so does pushing the mouse into a corner of the screen.")
+NEXT_STEPS = ("<b>Next:</b> choose the model files if you have them, or download a model. Deskhand checks the "
+              "files, then you can type your first task: it shows every step and waits for your OK.")
+
+
+def card_words(gpu: GPU) -> str:
+    """"NVIDIA RTX A6000 with 48 GB of memory (46 GB free)": no driver versions."""
+    return (f"{html.escape(gpu.name)} with {human_bytes(gpu.memory_total)} of memory "
+            f"({human_bytes(gpu.memory_free)} free)")
+
+
+def suggestion_words(rec: Recommendation) -> str:
+    head = f"{html.escape(rec.entry.title)}, {html.escape(rec.quant.name)}"
+    fit = rec.fit
+    if fit is None:
+        return f"{head}."
+    if fit.budget is None:
+        return f"{head}. It will run on the processor: expect a few minutes per step."
+    return f"{head}. {html.escape(fit.describe())}"
+
+
+def model_words(c: Checked) -> str:
+    """The model's name and the size of its two files: "Holotron-12B (7.9 GB)", not an architecture id."""
+    m = re.match(r"^(.*?) \([^()]*, [\d.]+ GiB\)( \+ .*)?$", c.summary)
+    name = m.group(1) if m else c.text.stem
+    return f"{name} ({human_bytes(c.text_bytes + c.mmproj_bytes)})"
 
 
 class GpuPage(QWizardPage):
     def __init__(self, context: SetupContext) -> None:
         super().__init__()
         self.setTitle("Welcome to Deskhand")
-        self.setSubTitle("Deskhand runs a vision-language model on this computer. First, what your GPU can do.")
-        self.gpu_label = label("Checking the GPU…")
+        self.setSubTitle("Deskhand runs its model on this computer: nothing you see on the screen leaves it.")
+        self.gpu_label = label("Looking at this computer…")
         self.build_label = label()
         self.rebuild_edit = QLineEdit()
         self.rebuild_edit.setReadOnly(True)
@@ -30,8 +62,12 @@ class GpuPage(QWizardPage):
         row.addWidget(self.copy_button)
         self.rebuild_row.hide()
         self.recommend_label = label()
+        self.next_label = label(NEXT_STEPS)
+        self.control_label = label(IN_CONTROL)
         lay = QVBoxLayout(self)
-        for w in (self.gpu_label, self.build_label, self.rebuild_row, self.recommend_label):
+        lay.setSpacing(12)
+        for w in (self.gpu_label, self.build_label, self.rebuild_row, self.recommend_label, self.control_label,
+                  self.next_label):
             lay.addWidget(w)
         lay.addStretch(1)
 
@@ -42,31 +78,36 @@ class GpuPage(QWizardPage):
         g = p.gpu
         best = g.best
         if best is None:
-            self.gpu_label.setText(f"<b>GPU:</b> no NVIDIA GPU found ({html.escape(g.detail)}). Deskhand can run "
-                                   "on the CPU, but every step then takes minutes.")
+            self.gpu_label.setText("<b>This computer has no NVIDIA graphics card</b> (or its driver is not "
+                                   "installed). Deskhand works without one, but slowly: each step takes a few "
+                                   "minutes on the processor.")
+            self.gpu_label.setToolTip(g.detail)
         else:
             more = f" (and {len(g.gpus) - 1} more)" if len(g.gpus) > 1 else ""
-            self.gpu_label.setText(f"<b>GPU:</b> {html.escape(best.describe())}{more}")
+            self.gpu_label.setText(f"<b>Graphics card:</b> {card_words(best)}{more}.")
+            self.gpu_label.setToolTip(best.describe())
         if g.offload is None:
-            self.build_label.setText(f"<span style='color:{ERR_COLOUR}'><b>llama-cpp-python:</b> not usable "
-                                     f"({html.escape(g.llama_error)}).</span>")
+            self.build_label.setText(f"<span style='color:{ERR_COLOUR}'><b>Deskhand's model runtime is missing or "
+                                     "broken,</b> so no model can run.</span> Install Deskhand again "
+                                     "(bash installers/source/install.sh).")
+            self.build_label.setToolTip(g.llama_error)
         elif g.needs_cuda_build:
             self.build_label.setText(
-                f"<span style='color:{ERR_COLOUR}'><b>llama-cpp-python {html.escape(g.llama_version)} was built "
-                "for the CPU only</b>: it cannot use this GPU.</span> Rebuild it with CUDA with this command, "
-                f"then restart Deskhand. {html.escape(CUDA_BUILD_NOTE)}")
+                f"<span style='color:{ERR_COLOUR}'><b>Deskhand was installed without support for graphics "
+                "cards,</b> so it would use the processor.</span> To use the card, run this command (it needs "
+                "NVIDIA's CUDA toolkit and takes several minutes), then restart Deskhand:")
             self.rebuild_edit.setText(rebuild_command())
             self.rebuild_edit.setCursorPosition(0)
             self.rebuild_row.show()
         else:
-            kind = "CUDA build: the model runs on the GPU" if g.offload else "CPU build"
-            self.build_label.setText(f"<b>llama-cpp-python {html.escape(g.llama_version)}:</b> {kind}.")
-        later = " (once llama-cpp-python has CUDA)" if g.needs_cuda_build else ""
+            self.build_label.setText("Deskhand will run the model on the graphics card." if g.offload else "")
+            self.build_label.setVisible(bool(g.offload))
+        later = " (once graphics card support is installed)" if g.needs_cuda_build else ""
+        self.recommend_label.setText(f"<b>Suggested model{later}:</b> {suggestion_words(p.recommendation)}")
         rec = p.recommendation
-        text = f"<b>Recommended{later}:</b> {html.escape(rec.describe())}"
         if rec.entry.downloadable(rec.quant):
-            text += f"<br>Next page: download {html.escape(what_it_downloads(rec.entry, rec.quant))}."
-        self.recommend_label.setText(text)
+            what = html.escape(what_it_downloads(rec.entry, rec.quant))
+            self.recommend_label.setText(f"{self.recommend_label.text()}<br>Next page: download {what}.")
 
 
 class FinishPage(QWizardPage):
@@ -74,7 +115,7 @@ class FinishPage(QWizardPage):
         super().__init__()
         self.ctx = context
         self.setTitle("Ready")
-        self.setSubTitle("Deskhand saves this model in its settings; you can change it later in Settings → Model.")
+        self.setSubTitle("You can change the model later in Settings.")
         self.summary = label()
         self.error = label()
         lay = QVBoxLayout(self)
@@ -91,10 +132,13 @@ class FinishPage(QWizardPage):
             return
         fit = memory_fit(c, self.ctx.probe.gpu if self.ctx.probe else None)
         gpu = self.ctx.probe.gpu if self.ctx.probe else None
-        where = html.escape(fit.describe()) if fit else "It will run on the CPU."
+        if fit is None or fit.budget is None:
+            where = "It will run on the processor: expect a few minutes per step."
+        else:
+            where = html.escape(fit.describe())
         if gpu is not None and gpu.needs_cuda_build:
-            where += (" Until llama-cpp-python is rebuilt with CUDA (see the first page), it runs on the CPU.")
-        self.summary.setText(f"<b>Model:</b> {html.escape(c.summary)}<br><b>Text model:</b> {html.escape(str(c.text))}"
-                             f"<br><b>Vision projector:</b> {html.escape(str(c.mmproj))}<br>{where}<br><br>"
-                             "Press Finish, then type a task in Deskhand's window.")
+            where += " Until graphics card support is installed (see the first page), it runs on the processor."
+        self.summary.setText(f"<b>Model:</b> {html.escape(model_words(c))}<br>{where}<br><br>"
+                             f"<b>Files:</b><br>{html.escape(str(c.text))}<br>{html.escape(str(c.mmproj))}<br><br>"
+                             "Press Finish, then type your first task.")
         self.error.setText("")

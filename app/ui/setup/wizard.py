@@ -34,7 +34,8 @@ class SetupWizard(QWizard):
         self.setWindowTitle("Deskhand setup")
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)
-        self.setMinimumSize(780, 600)
+        self.setMinimumSize(640, 480)
+        self.resize(760, 580)
         self.runner = self.context.runner
         self.gpu_page, self.choose_page = GpuPage(self.context), ChoosePage(self.context)
         self.finish_page = FinishPage(self.context)

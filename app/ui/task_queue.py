@@ -1,0 +1,74 @@
+"""Tasks that arrive while a run is busy (a second `deskhand "task"`, the quick task box): they wait in a list
+the status area shows, and when the run ends the first one is put in the task box and offered."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject
+
+from app.ui.messages import escape
+from app.ui.status_area import StatusArea
+
+KEY = "queued"
+
+
+def _quoted(task: str) -> str:
+    one_line = " ".join(task.split())
+    return "“" + escape(one_line if len(one_line) <= 90 else one_line[:87] + "…") + "”"
+
+
+class TaskQueue(QObject):
+    def __init__(self, status: StatusArea, start: Callable[[str], bool], put_in_box: Callable[[str], None],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.status, self.start, self.put_in_box = status, start, put_in_box
+        self.waiting: collections.deque[str] = collections.deque()
+        self.offered = ""
+
+    def add(self, task: str) -> None:
+        self.waiting.append(task)
+        self._show_waiting()
+
+    def _show_waiting(self) -> None:
+        if not self.waiting:
+            self.status.remove(KEY)
+            return
+        more = f" (and {len(self.waiting) - 1} more)" if len(self.waiting) > 1 else ""
+        self.status.show_message(f"<b>Next task, waiting for this one to end:</b> {_quoted(self.waiting[0])}{more}",
+                                 "info", KEY, [("Discard", self.discard)])
+
+    def discard(self) -> None:
+        if self.offered:  # "Not now": it stays in the task box; the next one, if any, is offered
+            self.offered = ""
+            self.status.remove(KEY)
+            self.run_ended()
+            return
+        if self.waiting:
+            self.waiting.popleft()
+        self._show_waiting()
+
+    def run_ended(self, how: str = "") -> None:
+        """Offer the first waiting task: in the task box, with a button to start it. `how`: how the run that
+        just ended ended, in a few words (the outcome's own message is one click away)."""
+        if not self.waiting:
+            return
+        self.offered = self.waiting.popleft()
+        self.put_in_box(self.offered)
+        more = f" ({len(self.waiting)} more after it)" if self.waiting else ""
+        lead = f"{escape(how)} " if how else ""
+        self.status.show_message(f"{lead}<b>The task that waited is ready:</b> {_quoted(self.offered)}{more}", "info",
+                                 KEY, [("Start it", self._start_offered), ("Not now", self.discard)])
+
+    def run_started(self) -> None:
+        """A run began (the offered task, or another the user chose instead): the offer no longer holds."""
+        if self.offered:
+            self.offered = ""
+            self.status.remove(KEY)
+        self._show_waiting()
+
+    def _start_offered(self) -> None:
+        task, self.offered = self.offered, ""
+        self.status.remove(KEY)
+        self.start(task)

@@ -1,0 +1,356 @@
+"""What a new user meets in the first minutes, with real Qt widgets (offscreen or xcb) and a scripted engine: one
+status area that replaces its message and never moves the buttons; the run's phase and clock while the model
+works; a task handed over while busy waits and is offered; one modal, centred setup wizard; Quit asks during a
+run; Pause answers at once; a stopped step says so; selecting a step shows it; one stop key everywhere;
+keys recorded, not typed; windows centred first and kept inside the screen; plain words for outcomes."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtWidgets import QApplication
+
+from app.domain import events as ev
+from app.domain.paths import default_paths
+from app.domain.settings import Loaded, Settings
+from app.ui import placement, shortcuts
+from app.ui.application import Application
+from app.ui.hotkey_edit import KeyRecorder
+from app.ui.messages import outcome_html
+from app.ui.setup.wizard import SetupWizard
+from app.ui.window_memory import FRAME_GUESS, WindowMemory, inside_area
+from tests.desktop import Target, XServer
+from tests.scripted_engine import ScriptedEngine
+from tests.ui_support import QT_MARKS, delivered, proposed
+
+pytestmark = QT_MARKS
+READY = Settings(text_model="scripted", mmproj="scripted", settle_timeout_s=0.2, tray_notice_shown=True)
+
+
+@pytest.fixture(scope="module")
+def backdrop(private_x, tmp_path_factory):
+    """Something to capture in another process (a bare X screen captures as black, and the hider would hide a
+    window of this one)."""
+    server = XServer(tmp_path_factory.mktemp("backdrop"))
+    server.display = private_x
+    target = Target(server, at=(100, 100))
+    yield target
+    target.close()
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return default_paths(tmp_path / "home").ensure()
+
+
+@pytest.fixture
+def make_app(qtbot, paths, request):
+    made: list[Application] = []
+
+    def make(settings: Settings = READY, script: list | None = None, **kw) -> Application:
+        if script:
+            request.getfixturevalue("backdrop")
+        kw.setdefault("tray", False)
+        kw.setdefault("hotkeys", False)
+        kw.setdefault("setup", False)
+        engine = ScriptedEngine(script if script is not None else [], think_s=kw.pop("think_s", 0.0))
+        app = Application(paths, Loaded(settings), engine_factory=lambda s: engine, dry_run=True, **kw)
+        app.engine = engine  # type: ignore[attr-defined]
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.dialog.withdraw()
+        app.shutdown()
+
+
+def button_places(app: Application) -> list[QRect]:
+    m = app.main
+    return [QRect(b.mapTo(m, b.rect().topLeft()), b.size()) for b in (m.start_button, m.pause_button, m.stop_button)]
+
+
+def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot, make_app):
+    app = make_app(Settings())  # no model: the notice shows at once
+    app.start()
+    assert app.main.model_label.text() == "No model chosen yet"
+    qtbot.waitUntil(app.main.isVisible)
+    qtbot.wait(50)
+    before, height = button_places(app), app.main.status.height()
+    live_top = app.main.live.mapTo(app.main, app.main.live.rect().topLeft())
+    assert app.main.status.current().key == "no-model"
+    for i in range(3):
+        app.main.status.show_message(f"<b>Message {i}</b><br>→ a second line", "warning", "same")
+    app.main.status.show_message("Another one", "info")
+    qtbot.wait(50)
+    assert button_places(app) == before and app.main.status.height() == height  # nothing moved
+    assert app.main.live.mapTo(app.main, app.main.live.rect().topLeft()) == live_top
+    assert [t for t in app.main.status.texts() if "Message" in t] == ["<b>Message 2</b><br>→ a second line"]
+    assert app.main.status.current().text == "Another one" and app.main.status.more.text() == "2 more ▸"
+    app.main.status.close_button.click()
+    assert app.main.status.current().key == "same"
+    app.save_settings(READY)  # now there is a model: the notice that said there is none goes
+    qtbot.waitUntil(lambda: not app.main.status.has("no-model"))
+    assert app.main.model_label.text() == "scripted (loads with the first task)"
+    qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()))
+
+
+def test_the_run_shows_its_phase_and_clock_while_the_model_works(qtbot, make_app):
+    app = make_app()
+    app.start()
+    p = app.presenter
+    p.begin(False)
+    p.on_delivered(delivered(ev.RunStarted(1, "Sign in")))
+    p.on_delivered(delivered(ev.ModelLoading(1, 0.4, "text model")))
+    assert app.main.activity_label.text() == "Loading the model (text model) · 40 %"
+    p.on_delivered(delivered(ev.ScreenCaptured(1, 3, b"", 1920, 1080, "monitor 1")))
+    assert app.main.activity_label.text() == "Step 3 · reading the screen · 0 s"
+    p.flush()
+    assert app.main.steps.row(3).text(1) == "Reading the screen…"  # listed before the proposal arrives
+    qtbot.waitUntil(lambda: app.main.activity_label.text() == "Step 3 · reading the screen · 1 s", timeout=3000)
+    p.on_delivered(delivered(ev.TokensStreamed(1, 3, '{"note": null, "thought": "The button')))
+    assert app.main.activity_label.text().startswith("Step 3 · thinking · ")
+    assert p.state == "thinking" and "Step 3 · thinking" in app.main.status.state_text()
+    p.on_delivered(delivered(ev.TokensStreamed(1, 3, ' is there", "tool_call": {"tool_name": "cli')))
+    assert app.main.activity_label.text().startswith("Step 3 · writing the action · ")
+    qtbot.waitUntil(lambda: "The button is there" in app.main.thought.toPlainText(), timeout=3000)
+    p.on_delivered(delivered(proposed(3, needs_decision=False)))
+    assert app.main.activity_label.text() == "Step 3 · acting on the screen"
+
+
+def test_a_task_handed_over_while_busy_waits_and_is_offered_when_the_run_ends(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500},
+                           {"tool_name": "answer", "content": "Done with the second."}])
+    app.start()
+    app.main.set_task("First task")
+    assert app.start_task("First task")
+    qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
+    app.handle_instance_message({"cmd": "task", "task": "Second task"})  # `deskhand "Second task"`
+    app.quick.submitted.emit("Third task")  # the quick task box
+    queued = app.main.status.current()
+    assert queued.key == "queued" and "Second task" in queued.text and "(and 1 more)" in queued.text
+    assert app.main.task_box.task() == "First task"  # the running task's text is left alone
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.presenter.stop()
+    offer = app.main.status.current()
+    assert offer.key == "queued" and "Second task" in offer.text and "1 more after it" in offer.text
+    assert app.main.task_box.task() == "Second task"
+    assert app.main.status.button_texts() == ["Start it", "Not now"]
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000) as second:
+        app.main.status.click("Start it")
+    assert second.args[0].outcome == "answered" and app.engine.seen[-1].task == "Second task"
+    assert "Third task" in app.main.status.current().text  # and the next one is offered in turn
+
+
+def test_the_first_run_wizard_is_modal_centred_and_never_opened_twice(qtbot, make_app):
+    app = make_app(Settings(), setup=True)
+    app.start()
+    qtbot.waitUntil(lambda: app.wizard is not None and app.wizard.isVisible(), timeout=10000)
+    wizard = app.wizard
+    assert wizard.windowModality() == Qt.WindowModality.WindowModal and wizard.parent() is app.main
+    centre, main_centre = wizard.frameGeometry().center(), app.main.frameGeometry().center()
+    assert abs(centre.x() - main_centre.x()) <= 30 and abs(centre.y() - main_centre.y()) <= 30
+    app.main.start_requested.emit("Open the settings")  # Start while it is open: no second wizard
+    app.setup.open()
+    qtbot.wait(100)
+    wizards = [w for w in QApplication.topLevelWidgets() if isinstance(w, SetupWizard) and w.isVisible()]
+    assert wizards == [wizard]
+    assert not app.main.status.has("no-model")  # the wizard is the answer while it is open
+    wizard.reject()
+    qtbot.waitUntil(lambda: app.main.status.has("no-model"))  # cancelled: told at once, not after Start
+
+
+def test_quitting_during_a_run_asks_first(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500}])
+    app.start()
+    assert app.start_task("Press OK")
+    qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
+    quits: list[bool] = []
+    app.quit_done.connect(lambda: quits.append(True))
+    app.main.quit_requested.emit()  # Ctrl+Q or the menu
+    box = app.quit_box
+    assert box is not None and box.isVisible() and "A task is running" in box.text()
+    next(b for b in box.buttons() if b.text() == "Keep working").click()
+    qtbot.waitUntil(lambda: not box.isVisible())
+    assert quits == [] and app.presenter.running
+    app.main.quit_requested.emit()
+    stop = next(b for b in app.quit_box.buttons() if b.text() == "Stop and quit")
+    with qtbot.waitSignal(app.quit_done, timeout=10000):
+        stop.click()
+    assert not app.host.worker._thread.is_alive()
+
+
+def test_pause_answers_at_once_and_a_stopped_step_says_stopped(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500}])
+    app.start()
+    assert app.start_task("Press OK")
+    qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
+    app.main.pause_button.click()
+    assert app.main.pause_button.text() == "Resume" and app.main.pause_action.text() == "&Resume"
+    assert app.main.status.current().text.startswith("<b>Pausing.</b>")
+    assert app.main.activity_label.text().endswith("pausing before the next step")
+    app.main.pause_button.click()  # changed their mind before the step ended
+    assert app.main.pause_button.text() == "Pause" and not app.main.status.has("paused")
+    assert "pausing" not in app.main.activity_label.text()
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.main.stop_button.click()
+    assert app.main.steps.decisions() == {1: "stopped"}
+    text = app.main.status.current().text
+    assert text.startswith("<b>Stopped") and "Stopped. Stopped" not in text and text.count("topped") == 1
+
+
+def test_selecting_a_step_shows_its_screenshot_and_decision(qtbot, make_app):
+    app = make_app()
+    app.start()
+    p = app.presenter
+    p.on_delivered(delivered(ev.RunStarted(2, "Sign in")))
+    first, second = proposed(1, needs_decision=False, thought="First thought."), proposed(2, thought="Second.")
+    p.on_delivered(delivered(first))
+    p.on_delivered(delivered(ev.StepDecided(2, 1, "auto", "")))
+    p.on_delivered(delivered(ev.ScreenCaptured(2, 2, b"", 1920, 1080, "monitor 1")))
+    p.flush()
+    assert app.main.live.marker() is None  # the live view: step 2's screenshot, no proposal yet
+    app.main.steps.select(1)
+    assert app.main.live.marker() == pytest.approx(first.target_pixels)
+    assert "First thought." in app.main.thought.toPlainText() and "Decision: auto-approved" in \
+        app.main.thought.toPlainText()
+    assert app.main.screen_heading.text() == "Step 1 · auto-approved" and app.main.live_button.isVisible()
+    app.main.live_button.click()
+    assert app.main.live.marker() is None and app.main.screen_heading.text() == "Screen"
+    p.on_delivered(delivered(second))
+    p.flush()
+    app.dialog.withdraw()
+
+
+def test_one_stop_key_everywhere_and_changed_keys_show_everywhere(qtbot, make_app):
+    app = make_app(tray=False)
+    app.start()
+    m = app.main
+    assert m.stop_action.shortcut().toString() == "Shift+Esc"
+    assert app.dialog.stop_button.text() == "Stop task (Shift+Esc)" and "Shift+Esc" in m.stop_button.toolTip()
+    assert m.quick_action.text().endswith("\tCtrl+Alt+Space") and "Ctrl+Alt+Space" in m.status.state_text()
+    app.save_settings(app.settings.replace(panic_hotkey="<ctrl>+<shift>+x", quick_task_hotkey="<cmd>+k"))
+    assert m.stop_action.shortcut().toString() == "Ctrl+Shift+X"
+    assert app.dialog.stop_button.text() == "Stop task (Ctrl+Shift+X)" and "Ctrl+Shift+X" in m.stop_button.toolTip()
+    assert m.quick_action.text().endswith("\tSuper+K") and "Super+K" in m.task_box.toolTip()
+    from app.ui.tray import Tray
+
+    tray = Tray()
+    tray.set_keys(app.keys())
+    assert [a.text() for a in tray.menu.actions() if a.text()] == [
+        "New task…\tSuper+K", "Show window", "Pause", "Stop\tCtrl+Shift+X", "History…", "Settings…", "Quit"]
+    tray.close()
+
+
+def test_the_key_recorder_records_keys_instead_of_syntax(qtbot):
+    r = KeyRecorder()
+    qtbot.addWidget(r)
+    got: list[str] = []
+    r.recorded.connect(got.append)
+    qtbot.keyPress(r, Qt.Key.Key_Control, Qt.KeyboardModifier.ControlModifier)
+    assert r.text() == "Ctrl+…"  # what is held so far
+    qtbot.keyClick(r, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier)
+    assert got == ["<ctrl>+<alt>+k"] and r.text() == "Ctrl+Alt+K" and r.isReadOnly()
+    qtbot.keyClick(r, Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier)
+    assert r.spec() == "<shift>+<esc>" and r.text() == "Shift+Esc"
+    assert shortcuts.label("<ctrl>+<alt>+<space>") == "Ctrl+Alt+Space"
+
+
+def test_windows_open_centred_then_where_they_were_and_always_inside_the_screen(qtbot, tmp_path):
+    from PySide6.QtWidgets import QWidget
+
+    area = QApplication.primaryScreen().availableGeometry()
+    memory = WindowMemory(tmp_path / "windows.json")
+    w = QWidget()
+    qtbot.addWidget(w)
+    memory.place(w, "main", (800, 500))
+    c = w.geometry().center()
+    assert abs(c.x() - area.center().x()) <= 20 and abs(c.y() - area.center().y()) <= 20
+    w.show()
+    w.setGeometry(area.x() + 40, area.y() + 60, 700, 450)
+    qtbot.wait(50)
+    memory.save()
+    again = WindowMemory(tmp_path / "windows.json")
+    w2 = QWidget()
+    qtbot.addWidget(w2)
+    again.place(w2, "main", (800, 500))
+    assert w2.geometry() == QRect(area.x() + 40, area.y() + 60, 700, 450)
+    off = inside_area(QRect(area.right() - 100, area.bottom() - 50, 900, 600), FRAME_GUESS, area)
+    assert area.contains(off.marginsAdded(FRAME_GUESS))  # frame and all, nothing under a panel
+    (tmp_path / "windows.json").write_text('{"main": [5000, 3000, 800, 500]}')  # a monitor that is gone
+    w3 = QWidget()
+    qtbot.addWidget(w3)
+    WindowMemory(tmp_path / "windows.json").place(w3, "main", (800, 500))
+    assert area.contains(w3.geometry().marginsAdded(FRAME_GUESS))
+
+
+def test_the_dialog_stays_put_between_steps_when_it_can():
+    area = placement.Rect(0, 0, 1920, 1050)
+    first = placement.place(area, (820, 740), placement.keep_out([(300, 200)], 90))
+    assert placement.keep(first, area, placement.keep_out([(200, 600)], 90), (820, 740))  # still clear of it
+    assert not placement.keep(first, area, placement.keep_out([(first.x + 50, first.y + 50)], 90), (820, 740))
+    assert placement.fit_inside(placement.Rect(1500, 900, 820, 740), area) == placement.Rect(1100, 310, 820, 740)
+
+
+def test_outcomes_are_said_once():
+    assert outcome_html("stopped", "", "Stopped by you.") == "<b>Stopped by you.</b>"
+    assert outcome_html("stopped", "", "Stopped: the mouse was moved into a screen corner (the failsafe).") == \
+        "<b>Stopped: the mouse was moved into a screen corner (the failsafe).</b>"
+    assert outcome_html("answered", "Renamed.", "") == "<b>Done.</b> Renamed."
+    assert outcome_html("failed", "", "The model file is gone.\n→ Check the path in Settings.") == \
+        "<b>The task failed.</b> The model file is gone.<br>→ Check the path in Settings."
+
+
+def test_the_quick_task_box_has_no_taskbar_entry_and_says_when_it_is_empty(qtbot):
+    from app.ui.quick_task import QuickTaskBox
+
+    box = QuickTaskBox()
+    qtbot.addWidget(box)
+    assert box.windowFlags() & Qt.WindowType.Tool == Qt.WindowType.Tool
+    box.open()
+    got: list[str] = []
+    box.submitted.connect(got.append)
+    qtbot.keyClick(box.line, Qt.Key.Key_Return)
+    assert got == [] and "Type a task first" in box.hint.text() and box.isVisible()
+
+
+def test_the_approval_dialog_has_no_minimise_button():
+    from app.ui.approval_dialog import ApprovalDialog
+
+    d = ApprovalDialog()
+    flags = d.windowFlags()
+    assert not flags & Qt.WindowType.WindowMinimizeButtonHint and not flags & Qt.WindowType.WindowMaximizeButtonHint
+    assert flags & Qt.WindowType.WindowCloseButtonHint
+    d.deleteLater()
+
+
+
+def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_cut(qtbot):
+    from app.ui.status_area import StatusArea
+
+    area = StatusArea()
+    qtbot.addWidget(area)
+    area.resize(420, area.height())
+    area.show()
+    height = area.height()
+    long = ("<b>The task failed.</b> The text model file /home/me/models/Holotron-12B-Q4_K_M.gguf does not exist."
+            "<br>→ Check the path in Settings, or run the setup again to choose the files.")
+    area.show_message(long, "error", "outcome")
+    qtbot.waitUntil(lambda: "…" in area.label.text() and area.label.heightForWidth(area.label.width()) <= height)
+    assert area.height() == height and area.label.toolTip() == long  # the whole text is one hover away
+
+
+def test_the_state_line_uses_the_whole_width_when_there_is_no_message(qtbot):
+    from app.ui.status_area import StatusArea
+
+    area = StatusArea()
+    qtbot.addWidget(area)
+    area.resize(900, area.height())
+    area.show()
+    area.set_state("Ready. Type a task and press Enter.", "#9ca3af")
+    qtbot.waitUntil(lambda: area.line.width() > 700)
+    assert area.label.isHidden() and area.line.x() < 40  # beside the dot, not pushed to the right
+    area.show_message("A message", "info", "m")
+    assert not area.label.isHidden() and area.line.isHidden()
+    area.remove("m")
+    assert area.label.isHidden() and not area.line.isHidden()
