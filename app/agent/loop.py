@@ -25,7 +25,7 @@ from app.desktop.stops import UserInputDetected
 from app.domain import events as ev
 from app.domain.actions import Action, Answer, AskUser, Wait, target_of, tool_call_of
 from app.domain.cancel import AnyOf, CancelToken
-from app.domain.errors import ActionError, Cancelled, DeskhandError, ProposalError
+from app.domain.errors import ActionError, Cancelled, DeskhandError, EngineUnavailable, ProposalError
 from app.domain.proposal import Observation, PastStep, Proposal
 from app.engine.base import Engine
 
@@ -131,6 +131,8 @@ class Run:
                                "Raise it in Settings if the task needs more.", step - 1)
         except Cancelled as exc:
             return self.finish("stopped", "", stopped_message(exc), step - 1)
+        except EngineUnavailable as exc:  # the model server went away: the run can be tried again
+            return self.finish("interrupted", "", str(exc), step - 1)
         except DeskhandError as exc:
             return self.finish("failed", "", str(exc), step - 1)
 
@@ -228,7 +230,7 @@ class Run:
         if d.kind == "stop":
             self.record(final)
             self.token.cancel("stopped by you")
-            raise Cancelled("stopped by you")
+            raise Cancelled(self.token.reason)  # "stopped by you", or why a headless run stopped itself
         self.publish(ev.StepDecided(self.run_id, st.n, kind, d.feedback))
         self.history.append(PastStep(obs, p.raw))
         if d.kind == "skip":

@@ -219,7 +219,7 @@ def _free(p: Path) -> int | None:
         return None
 
 
-def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
+def check_model(paths: Paths, gpu: GPUReport | None = None, overrides: dict[str, Any] | None = None) -> list[Check]:
     from app.domain.errors import ModelFileError
     from app.domain.settings import load_settings
     from app.engine.model_files import check_model_files
@@ -230,7 +230,11 @@ def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
     if loaded.warnings:
         out.append(Check("Settings", WARN, " ".join(loaded.warnings), "Open Settings and save them again.",
                          required=False))
-    s = loaded.settings
+    s = loaded.settings.replace(**(overrides or {}))
+    if s.engine == "remote":  # a model server of the user's: its checks replace the model files'
+        from app.setup.remote_check import check_remote
+
+        return out + check_remote(s)
     if not s.text_model and not s.mmproj:
         out.append(Check("Model files", FAIL, "No model is set up yet.", SETUP_TODO))
         return out
@@ -262,7 +266,8 @@ def _safe(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
     return got if isinstance(got, list) else [got]
 
 
-def run_doctor(paths: Paths) -> Report:
+def run_doctor(paths: Paths, overrides: dict[str, Any] | None = None) -> Report:
+    """`overrides`: settings to check instead of the saved ones (`doctor --engine URL`)."""
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
@@ -270,5 +275,5 @@ def run_doctor(paths: Paths) -> Report:
         ("Python", check_python), ("Packages", check_packages), ("GPU", lambda: check_gpu_and_llama(gpu)),
         ("Display server", check_display_and_capture), ("Permissions", check_platform_permissions),
         ("Keyring", check_keyring), ("Folders", lambda: check_folders(paths)),
-        ("Model files", lambda: check_model(paths, gpu))]
+        ("Model files", lambda: check_model(paths, gpu, overrides))]
     return Report(tuple(c for name, fn in steps for c in _safe(name, fn)))

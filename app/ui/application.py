@@ -10,9 +10,10 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.agent.worker import EngineFactory, local_engine
+from app.agent.worker import EngineFactory
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, save_settings
+from app.setup.engines import engine_configured, engine_from_settings
 from app.ui.agent_host import AgentHost
 from app.ui.approval_dialog import ApprovalDialog
 from app.ui.background import Background
@@ -36,7 +37,7 @@ NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window:
 class Application(QObject):
     quit_done = Signal()
 
-    def __init__(self, paths: Paths, loaded: Loaded, *, engine_factory: EngineFactory = local_engine,
+    def __init__(self, paths: Paths, loaded: Loaded, *, engine_factory: EngineFactory = engine_from_settings,
                  dry_run: bool = False, executor_factory: Callable[..., Any] | None = None, tray: bool = True,
                  hotkeys: bool = True, setup: bool = True, notices: tuple[str, ...] = ()) -> None:
         super().__init__()
@@ -134,7 +135,7 @@ class Application(QObject):
         QTimer.singleShot(3000, self._tray_appeared)
 
     def model_ready(self) -> bool:
-        return bool(self.settings.text_model and self.settings.mmproj)
+        return engine_configured(self.settings)
 
     def _offer_setup(self, at_start: bool = False) -> None:
         if at_start and not self.settings.setup_done and self.setup_enabled and self.open_setup():
@@ -207,6 +208,7 @@ class Application(QObject):
         dialog.saved.connect(self.save_settings)
         dialog.setup_requested.connect(self.open_setup_or_settings)
         dialog.token_changed.connect(self._save_token)
+        dialog.api_key_changed.connect(self._save_api_key)
         self.settings_dialog = dialog
         dialog.show()
 
@@ -261,6 +263,17 @@ class Application(QObject):
             self.main.info.show_message(error_html(exc), "error", "token")
 
         self.background.run(store, lambda _: log.info("access token stored in the keyring"), failed)
+
+    def _save_api_key(self, key: str) -> None:
+        def store() -> None:
+            from app.setup import secrets
+
+            secrets.set_secret(key, secrets.REMOTE_API_KEY)
+
+        def failed(exc: BaseException) -> None:
+            self.main.info.show_message(error_html(exc), "error", "api-key")
+
+        self.background.run(store, lambda _: log.info("model server API key stored in the keyring"), failed)
 
     # ------------------------------------------------------------------ closing
     def _main_closed(self) -> None:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.settings import Settings, validate
+from app.ui.engine_settings import EngineFields
 from app.ui.hotkeys import hotkey_problem
 from app.ui.icons import app_icon
 
@@ -55,6 +56,7 @@ class SettingsDialog(QDialog):
     saved = Signal(object)  # the new Settings
     setup_requested = Signal()
     token_changed = Signal(str)  # "" removes the stored token
+    api_key_changed = Signal(str)  # a new API key for the model server (to the keyring)
 
     def __init__(self, settings: Settings, warnings: tuple[str, ...] = (), data_folder: str = "",
                  parent: QWidget | None = None) -> None:
@@ -119,12 +121,15 @@ class SettingsDialog(QDialog):
         self.gpu_layers = _spin(-1, 999, special="All layers on the GPU")
         self.context_size = _spin(2048, 262144, 1024, " tokens")
         self.tile_budget = _spin(1, 12, suffix=" tiles")
-        form.addRow("Text model (GGUF):", self._file_row(self.text_model, "Choose the text model"))
-        form.addRow("Vision projector (mmproj):", self._file_row(self.mmproj, "Choose the vision projector"))
+        self.text_row = self._file_row(self.text_model, "Choose the text model")
+        self.mmproj_row = self._file_row(self.mmproj, "Choose the vision projector")
+        form.addRow("Text model (GGUF):", self.text_row)
+        form.addRow("Vision projector (mmproj):", self.mmproj_row)
         form.addRow("Model profile:", self.profile)
         form.addRow("GPU layers:", self.gpu_layers)
         form.addRow("Context size:", self.context_size)
         form.addRow("Tiles per screenshot:", self.tile_budget)
+        self.engine = EngineFields(form, [self.text_row, self.mmproj_row, self.gpu_layers, self.context_size])
         self.setup_button = QPushButton("Run setup again…")
         self.setup_button.clicked.connect(self.setup_requested)
         form.addRow("", self.setup_button)
@@ -216,9 +221,10 @@ class SettingsDialog(QDialog):
         self.settle_threshold.setValue(s.settle_threshold)
         self.retention.setValue(s.retention_days)
         self.private.setChecked(s.private_mode)
+        self.engine.load(s)
 
     def value(self) -> Settings:
-        return self.original.replace(
+        return self.engine.apply(self.original.replace(
             text_model=self.text_model.text().strip(), mmproj=self.mmproj.text().strip(),
             profile=self.profile.currentText().strip() or self.original.profile,
             gpu_layers=self.gpu_layers.value(), context_size=self.context_size.value(),
@@ -227,7 +233,7 @@ class SettingsDialog(QDialog):
             panic_hotkey=self.panic.text().strip(), quick_task_hotkey=self.quick.text().strip(),
             monitor=self.monitor.currentData(), settle_timeout_s=self.settle_timeout.value(),
             settle_quiet_frames=self.settle_frames.value(), settle_threshold=self.settle_threshold.value(),
-            retention_days=self.retention.value(), private_mode=self.private.isChecked())
+            retention_days=self.retention.value(), private_mode=self.private.isChecked()))
 
     def problems(self, s: Settings) -> list[str]:
         out = validate(s)
@@ -237,7 +243,7 @@ class SettingsDialog(QDialog):
                 out.append(f"{label}: {problem}")
         if s.panic_hotkey == s.quick_task_hotkey:
             out.append("The panic and quick-task hotkeys must differ.")
-        return out
+        return out + self.engine.problems(s)
 
     def save(self) -> None:
         s = self.value()
@@ -246,6 +252,12 @@ class SettingsDialog(QDialog):
         self.problem.setVisible(bool(problems))
         if problems:
             return
+        confirmed = self.engine.confirm_host(s, self)
+        if confirmed is None:  # the user would rather not send screenshots there
+            return
+        s = confirmed
+        if self.engine.key.text().strip():
+            self.api_key_changed.emit(self.engine.key.text().strip())
         if self.token.text():
             self.token_changed.emit(self.token.text())
         self.saved.emit(s)
