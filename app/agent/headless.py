@@ -71,10 +71,15 @@ class Decider:
         self.needs_person = False
         self.finished: ev.RunFinished | None = None
 
+    def _resolve(self, step: int, decision: Decision) -> None:
+        if self.trajectory is not None:
+            self.trajectory.decided(decision.kind, decision.feedback, f"headless, --auto-approve {self.cfg.approve}")
+        self.gate.resolve(step, decision)
+
     def _end(self, step: int, why: str) -> None:
         self.needs_person = True
         self.token.cancel(f"{NEEDS_PERSON}: {why}")
-        self.gate.resolve(step, Decision("stop"))
+        self._resolve(step, Decision("stop", feedback=why))
 
     def __call__(self, e: ev.Event) -> None:
         if self.trajectory is not None:
@@ -99,13 +104,13 @@ class Decider:
             self._end(e.step, f"the model asked “{e.action.question}”")
         elif self.cfg.approve == "all":
             self.refused_in_a_row = 0
-            self.gate.resolve(e.step, Decision("approve"))
+            self._resolve(e.step, Decision("approve"))
         else:
             self.refused_in_a_row += 1
             if self.refused_in_a_row >= self.cfg.max_refused_in_a_row:
                 self._end(e.step, f"{self.refused_in_a_row} steps in a row needed approval (last: {e.reason})")
                 return
-            self.gate.resolve(e.step, Decision("reject", feedback=(
+            self._resolve(e.step, Decision("reject", feedback=(
                 f"No one is here to approve this step (a headless run that auto-approves only safe steps): "
                 f"{e.reason} Choose a step that needs no approval, or answer.")))
 

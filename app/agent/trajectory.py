@@ -132,6 +132,11 @@ class Trajectory:
         elif isinstance(e, ev.TargetChanged):
             s.update(error=f"stale target: {e.message}")
 
+    def decided(self, decision: str, feedback: str, by: str) -> None:
+        """Who decided the current step, and what (a stop has no StepDecided event of its own)."""
+        if self._step is not None:
+            self._step.update(decision=decision, decision_feedback=feedback, decided_by=by)
+
     def finish(self, outcome: str, message: str, answer: str = "", steps: int = 0, **extra: Any) -> None:
         if self._file is None:
             return

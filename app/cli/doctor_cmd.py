@@ -10,7 +10,8 @@ import sys
 
 from app import __version__
 from app.domain.paths import default_paths
-from app.setup.doctor import FAIL, OK, SKIP, WARN, Report, run_doctor
+from app.setup.checklist import FAIL, OK, SKIP, WARN, Report
+from app.setup.doctor import run_doctor
 
 LABELS = {OK: " OK ", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}
 

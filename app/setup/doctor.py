@@ -6,49 +6,22 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from app import __version__
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.units import human_bytes
+from app.setup.checklist import FAIL, OK, SKIP, WARN, Check, Report
 from app.setup.gpu import GPUReport
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MIN_PYTHON = (3, 10)
 PACKAGES = (("PySide6", ("PySide6-Essentials", "PySide6")), ("llama-cpp-python", ("llama-cpp-python",)),
             ("mss", ("mss",)), ("pynput", ("pynput",)), ("Pillow", ("pillow", "Pillow")),
             ("keyring", ("keyring",)), ("platformdirs", ("platformdirs",)), ("numpy", ("numpy",)),
             ("Jinja2", ("jinja2", "Jinja2")))
 SETUP_TODO = "Run `deskhand setup` (or start Deskhand) to download Holotron-12B or choose your GGUF files."
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str = ""
-    required: bool = True  # a failing required check means Deskhand cannot work
-
-    @property
-    def blocking(self) -> bool:
-        return self.required and self.status == FAIL
-
-
-@dataclass(frozen=True)
-class Report:
-    checks: tuple[Check, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not any(c.blocking for c in self.checks)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"deskhand": __version__, "ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
 def _version(names: tuple[str, ...]) -> str | None:

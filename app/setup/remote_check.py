@@ -16,7 +16,7 @@ from app.engine.remote_client import ServerClient
 from app.engine.remote_endpoint import parse_endpoint
 from app.engine.remote_errors import RemoteError
 from app.engine.remote_server import NEITHER_TODO, ServerInfo, detect
-from app.setup.doctor import FAIL, OK, SKIP, WARN, Check
+from app.setup.checklist import FAIL, OK, SKIP, WARN, Check
 from app.setup.engines import api_key
 
 
