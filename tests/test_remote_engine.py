@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +24,7 @@ from app.engine.remote_client import ClientOptions
 from app.engine.remote_endpoint import parse_endpoint
 from app.engine.remote_errors import RemoteError
 from app.engine.remote_prompt import IMAGE_REF
+from tests.desktop import REPO
 from tests.engine_helpers import screenshot
 from tests.llama_server import API_KEY, MODEL, free_port
 from tests.remote_helpers import tool_profile
@@ -179,3 +183,26 @@ def test_https_is_the_default_for_other_hosts_and_plain_http_there_is_refused():
     assert "unencrypted" in refused.value.what and "--allow-http" in refused.value.todo
     allowed = parse_endpoint("http://10.0.0.7:8000/v1", allow_http=True)
     assert not allowed.loopback and not allowed.secure and allowed.server_root == "http://10.0.0.7:8000"
+
+
+def test_doctor_checks_the_model_server(llama_server, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env.update(DESKHAND_HOME=str(tmp_path / "home"), DESKHAND_API_KEY=API_KEY, PYTHONIOENCODING="utf-8")
+
+    def doctor(*args: str) -> dict[str, dict]:
+        out = subprocess.run([sys.executable, "-m", "app", "doctor", "--json", "--engine", llama_server.url, *args],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        return {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+
+    checks = doctor()
+    assert checks["Screenshots go to"]["status"] == "ok" and "this computer" in checks["Screenshots go to"]["detail"]
+    assert checks["Model server"]["status"] == "ok" and "llama-cpp-python" in checks["Model server"]["detail"]
+    assert checks["Served model"]["status"] == "ok" and checks["Served model"]["detail"].startswith(MODEL)
+    assert checks["Image input"]["status"] == "ok"
+    assert checks["Structured output"]["status"] == "ok" and "GBNF" in checks["Structured output"]["detail"]
+    assert "Model files" not in checks  # the embedded engine's files do not matter here
+    wrong = doctor("--served-model", "Hcompany/Holotron-12B")
+    assert wrong["Served model"]["status"] == "fail" and MODEL in wrong["Served model"]["detail"]
+    env["DESKHAND_API_KEY"] = "wrong"
+    denied = doctor()
+    assert denied["Model server"]["status"] == "fail" and "refused the API key" in denied["Model server"]["detail"]
