@@ -60,7 +60,7 @@ def start_displays(workdir: Path, n: int, height: int = 600) -> list[XServer]:
     return servers
 
 
-def launch(agents: list[Agent], url: str, profile: Path, *, task: str, steps: int, approve: str = "all",
+def launch(agents: list[Agent], url: str, profile: str | Path, *, task: str, steps: int, approve: str = "all",
            api_key: str = "", extra: tuple[str, ...] = ()) -> None:
     for a in agents:
         env = a.x.env(DESKHAND_HOME=str(a.home), DESKHAND_API_KEY=api_key)

@@ -90,7 +90,7 @@ def test_cancel_mid_stream_stops_at_once_and_closes_the_connection(llama_server,
     with pytest.raises(Cancelled):
         e.propose("Open the settings", screenshot(1, (800, 600)), [], token, on_text)
     took = time.monotonic() - cancelled_at[0]
-    assert took < 0.5, f"the stream went on for {took:.2f} s after Stop"
+    assert took < 1.0, f"the stream went on for {took:.2f} s after Stop"
     assert len("".join(pieces)) < 200  # far from the ~900 characters the full answer has
     port = f"{llama_server.port:04X}"
     established = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
