@@ -210,3 +210,16 @@ def test_a_context_overflow_summarises_old_steps_and_asks_again():
             e.propose("Open the menu", shots[6], history, CancelToken())
         assert err.value.kind == "context" and "--max-model-len" in err.value.todo
         e.close()
+
+
+def test_feedback_can_name_the_tool_the_previous_answer_called(tmp_path):
+    """Holo's agent loop wraps results as <tool_output tool="click">…</tool_output> (hub.hcompany.ai/agent-loop)."""
+    from app.engine.remote_prompt import build_messages
+
+    data = json.loads(load_profile().source.read_text())
+    data["feedback_template"] = '<tool_output tool="{tool}">\n{feedback}\n</tool_output>\n'
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    answer = json.dumps({"note": None, "thought": "t", "tool_call": {"tool_name": "scroll", "x": 1, "y": 2}})
+    msgs = build_messages(load_profile(tmp_path / "p.json"), "Task", screenshot(1, feedback="Done."),
+                          [PastStep(screenshot(0), answer)])
+    assert '<tool_output tool="scroll">\nDone.\n</tool_output>' in msgs[-1]["content"][0]["text"]

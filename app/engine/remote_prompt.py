@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,9 +44,20 @@ def image_part(digest: str) -> Part:
     return {"type": "image_url", "image_url": {"url": IMAGE_REF + digest}}
 
 
-def observation_parts(profile: Profile, step: int, obs: Observation, keep_image: bool) -> list[Part]:
+def tool_of(answer: str) -> str:
+    """The tool an answer called (feedback templates may name it: Holo's `<tool_output tool="click">`)."""
+    try:
+        call = json.loads(answer).get("tool_call") or {}
+        return str(call.get("tool_name") or "action")
+    except (ValueError, AttributeError):
+        return "action"
+
+
+def observation_parts(profile: Profile, step: int, obs: Observation, keep_image: bool,
+                      previous_answer: str = "") -> list[Part]:
     """`observation_template` with the screenshot (or the placeholder) where it says {image}."""
-    feedback = _fill(profile.feedback_template, feedback=obs.feedback) if obs.feedback else ""
+    feedback = _fill(profile.feedback_template, feedback=obs.feedback, tool=tool_of(previous_answer)) \
+        if obs.feedback else ""
     head, _, tail = _fill(profile.observation_template, step=str(step), feedback=feedback).partition("{image}")
     middle = image_part(obs.digest) if keep_image else _text(profile.placeholder)
     return [_text(head), middle, _text(tail)]
@@ -82,7 +94,8 @@ def build_messages(profile: Profile, task: str, observation: Observation, histor
             parts.append(_text(_fill(task_part, task=task.strip())))
             if first:
                 parts.append(_text(_summary_of(steps[:first])))
-        parts += observation_parts(profile, step, past.observation, keep_image=step > n - profile.image_budget)
+        parts += observation_parts(profile, step, past.observation, keep_image=step > n - profile.image_budget,
+                                   previous_answer=steps[i - 1].answer if i else "")
         if i == first:
             parts.append(_text(after_obs))
         messages.append({"role": "user", "content": user_content(parts)})
