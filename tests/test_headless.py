@@ -181,3 +181,18 @@ def test_auto_approve_all_is_refused_on_a_display_that_may_be_a_persons(desktop,
     status, result, err = finish(deskhand_run(desktop, tmp_path / "home", *args, "--allow-real-display"))
     assert status == 3 and result["steps"] == 1, err
     assert "Going ahead because of --allow-real-display" in err
+
+
+def test_a_headless_run_with_the_embedded_engine(desktop, tiny_model_pair, tmp_path):
+    from tests.engine_helpers import compact_profile
+
+    proc = deskhand_run(desktop, tmp_path / "home", "--model", str(tiny_model_pair.text), "--mmproj",
+                        str(tiny_model_pair.mmproj), "--profile", str(compact_profile(tmp_path)), "--task",
+                        "Open the settings", "--max-steps", "1", "--max-tiles", "1", "--display", desktop.display,
+                        "--out", str(tmp_path / "out"))
+    status, result, err = finish(proc, 300)
+    assert status in (0, 3, 4), err
+    step = next(x for x in lines_of(Path(result["trajectory"])) if x["type"] == "step")
+    assert step["prompt"]["prompt"].startswith("<SPECIAL_10>System\n")  # the embedded engine's prompt text
+    assert step["prompt"]["screenshots"] == [step["digest"]] and step["answer"]
+    assert "CPU" in err  # the device line: "Model: … on CPU (…)"
