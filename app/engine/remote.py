@@ -43,7 +43,6 @@ class RemoteEngineConfig:
     max_tokens: int | None = None
     allow_http: bool = False  # plain HTTP to a host that is not this computer
     structured: str = "auto"  # or one mode of remote_request, for a server that cannot be told apart
-    image_format: str = "png"  # png (lossless) | jpeg (smaller requests over a slow link)
     client: ClientOptions = field(default_factory=ClientOptions)
 
 
@@ -122,7 +121,7 @@ class RemoteEngine:
             if image is None:
                 raise DeskhandError("A screenshot of this run is no longer available to send to the model server.",
                                     "Start the task again.")
-            self._urls[digest] = data_url(image, self.config.image_format)
+            self._urls[digest] = data_url(image)
         return self._urls[digest]
 
     def _request(self, task: str, observation: Observation, history: Sequence[PastStep]) -> dict[str, Any]:

@@ -55,11 +55,8 @@ def status_error(status: int, body: str, where: str, model: str, sent_key: bool,
     msg = error_message(body)
     tried = f" (after {attempts} attempts)" if attempts > 1 else ""
     if status == 401:
-        if sent_key:
-            return RemoteError(f"The model server at {where} refused the API key (401 Unauthorized).",
-                               "Set the server's API key in Settings → Model (DESKHAND_API_KEY for `deskhand run`).",
-                               kind="auth", status=status)
-        return RemoteError(f"The model server at {where} needs an API key (401 Unauthorized).",
+        what = "refused the API key" if sent_key else "needs an API key"
+        return RemoteError(f"The model server at {where} {what} (401 Unauthorized).",
                            "Enter the server's API key in Settings → Model (DESKHAND_API_KEY for `deskhand run`).",
                            kind="auth", status=status)
     if status == 403:

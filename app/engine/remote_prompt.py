@@ -125,15 +125,10 @@ def with_images(messages: Sequence[Message], url_of: Callable[[str], str]) -> li
     return out
 
 
-def data_url(image: Image.Image, fmt: str = "png") -> str:
-    """The screenshot as a base64 data URL (vLLM accepts only base64 data URLs besides http and file).
+def data_url(image: Image.Image) -> str:
+    """The screenshot as a base64 PNG data URL (vLLM takes base64 data URLs besides http and file URLs).
 
-    PNG by default: lossless, so the server's model sees the captured pixels, as the embedded one does."""
+    PNG: lossless, so the server's model sees the captured pixels, as the embedded one does."""
     buf = io.BytesIO()
-    if fmt == "jpeg":
-        image.convert("RGB").save(buf, "JPEG", quality=92)
-        mime = "image/jpeg"
-    else:
-        image.save(buf, "PNG", compress_level=3)
-        mime = "image/png"
-    return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+    image.save(buf, "PNG", compress_level=3)
+    return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
