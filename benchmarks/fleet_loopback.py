@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.exit not in (0, 3, 4):
             print(f"agent {a.index} exit {a.exit}: {a.stderr[-800:]}", file=sys.stderr)
     stamp = datetime.now(timezone.utc)
-    name = f"fleet-loopback-{stamp:%Y-%m-%d}-{commit()}"
+    name = f"fleet-loopback-{args.agents}x{args.steps}-{stamp:%Y-%m-%d}-{commit()}"
     result = {
         "name": name, "date": stamp.isoformat(timespec="seconds"), "server": label,
         "steps_per_agent": args.steps, "figures": figures(agents, wall),
