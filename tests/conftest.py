@@ -12,7 +12,12 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-pytest_plugins = ["tests.fixtures.model_plugin", "tests.fixtures.desktop_plugin", "tests.fixtures.convert_plugin"]
+pytest_plugins = [
+    "tests.fixtures.model_plugin",
+    "tests.fixtures.desktop_plugin",
+    "tests.fixtures.convert_plugin",
+    "tests.fixtures.llama_server_plugin",
+]
 
 os.environ.pop("WAYLAND_DISPLAY", None)
 os.environ.pop("XDG_SESSION_TYPE", None)

@@ -66,7 +66,7 @@ def test_the_settings_dialog_keeps_the_token_out_of_every_file(qtbot, tmp_path, 
         app.settings_dialog.token.setText(TOKEN)
         app.settings_dialog.save()
         qtbot.waitUntil(lambda: paths.settings_file.exists(), timeout=10000)
-        qtbot.waitUntil(lambda: any("secret store" in t for t in app.main.info.texts()), timeout=10000)
+        qtbot.waitUntil(lambda: any("secret store" in t for t in app.main.status.texts()), timeout=10000)
     finally:
         app.shutdown()
         close_logging()

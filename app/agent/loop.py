@@ -26,7 +26,7 @@ from app.desktop.stops import UserInputDetected
 from app.domain import events as ev
 from app.domain.actions import Action, Answer, AskUser, Wait, Write, target_of, tool_call_of
 from app.domain.cancel import AnyOf, CancelToken
-from app.domain.errors import ActionError, Cancelled, DeskhandError, ProposalError
+from app.domain.errors import ActionError, Cancelled, DeskhandError, EngineUnavailable, ProposalError
 from app.domain.proposal import Observation, PastStep, Proposal
 from app.engine.base import Engine
 
@@ -142,6 +142,8 @@ class Run:
                                "Raise it in Settings if the task needs more.", step - 1)
         except Cancelled as exc:  # a step stopped while it acted counts: it was recorded, and it did something
             return self.finish("stopped", "", stopped_message(exc), step if self.stopped_acting else step - 1)
+        except EngineUnavailable as exc:  # the model server went away: the run can be tried again
+            return self.finish("interrupted", "", str(exc), step - 1)
         except DeskhandError as exc:
             return self.finish("failed", "", str(exc), step - 1)
 
@@ -251,7 +253,7 @@ class Run:
         if d.kind == "stop":
             self.record(final)
             self.token.cancel("stopped by you")
-            raise Cancelled("stopped by you")
+            raise Cancelled(self.token.reason)  # "stopped by you", or why a headless run stopped itself
         self.publish(ev.StepDecided(self.run_id, st.n, kind, d.feedback))
         self.remember(PastStep(obs, p.raw))
         if d.kind == "skip":

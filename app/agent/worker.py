@@ -35,15 +35,15 @@ HideHook = Callable[[], AbstractContextManager[object]]
 
 
 def local_engine(settings: Settings) -> Engine:
-    from app.engine.local import LocalEngine, LocalEngineConfig
+    from app.engine.from_settings import local_config
+    from app.engine.local import LocalEngine
 
-    return LocalEngine(LocalEngineConfig(
-        text_model=settings.text_model, mmproj=settings.mmproj, profile=settings.profile,
-        n_gpu_layers=settings.gpu_layers, n_ctx=settings.context_size, max_tiles=settings.tile_budget))
+    return LocalEngine(local_config(settings))
 
 
 def engine_key(s: Settings) -> tuple[Any, ...]:
-    return (s.text_model, s.mmproj, s.profile, s.gpu_layers, s.context_size, s.tile_budget)
+    return (s.text_model, s.mmproj, s.profile, s.gpu_layers, s.context_size, s.tile_budget, s.engine, s.engine_url,
+            s.engine_model, s.engine_allow_http)
 
 
 def run_config(s: Settings) -> RunConfig:
@@ -176,7 +176,7 @@ class AgentWorker:
         if self._engine is not None:
             self._engine.close()
             self._engine = None
-        if not settings.text_model or not settings.mmproj:
+        if settings.engine == "local" and (not settings.text_model or not settings.mmproj):
             raise DeskhandError("No model is set up yet.",
                                 "Open Settings → Model (or the setup assistant) and choose or download the model.")
         engine = self.engine_factory(settings)

@@ -10,7 +10,8 @@ import sys
 
 from app import __version__
 from app.domain.paths import default_paths
-from app.setup.doctor import FAIL, OK, SKIP, WARN, Report, run_doctor
+from app.setup.checklist import FAIL, OK, SKIP, WARN, Report
+from app.setup.doctor import run_doctor
 
 LABELS = {OK: " OK ", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}
 
@@ -20,6 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Check everything Deskhand needs and say how to fix what is missing. Exits 1 "
                                    "when something required is missing.")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--engine", metavar="URL", help="check this model server (vLLM, OpenAI API) instead of the "
+                   "engine in Settings: reachable, model served, structured output, image input")
+    p.add_argument("--served-model", metavar="NAME", help="with --engine: the model name on the server")
+    p.add_argument("--allow-http", action="store_true", help="with --engine: allow plain HTTP to another host")
     p.set_defaults(func=run)
 
 
@@ -42,7 +47,9 @@ def format_report(report: Report) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = run_doctor(default_paths())
+    overrides = ({"engine": "remote", "engine_url": args.engine, "engine_model": args.served_model or "",
+                  "engine_allow_http": args.allow_http} if args.engine else None)
+    report = run_doctor(default_paths(), overrides)
     if args.json:
         print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
     else:

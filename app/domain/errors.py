@@ -37,6 +37,11 @@ class ProposalError(DeskhandError):
         self.timings: object | None = None
 
 
+class EngineUnavailable(DeskhandError):
+    """The model server could not be reached or stopped answering: the run is interrupted, not failed, and can
+    be tried again once the server is back."""
+
+
 class CaptureError(DeskhandError):
     """The screen could not be captured."""
 

@@ -123,7 +123,7 @@ class Notice(Event):
 
 @dataclass(frozen=True)
 class RunFinished(Event):
-    outcome: str  # answered | stopped | failed | step_limit
+    outcome: str  # answered | stopped | failed | step_limit | interrupted (the model server went away)
     answer: str  # the model's final answer, when it gave one
     message: str  # what happened, in words (the error and what to do, when it failed)
     steps: int

@@ -26,6 +26,7 @@ APPROVAL_POLICIES = ("ask_every_step", "auto_approve_safe")
 MAX_CONTEXT = 1 << 20  # tokens; far above any supported model's trained context, and llama.cpp would
 # spend minutes allocating (or fail for want of memory) long before a bigger one loads
 MODEL_SETUP_KEYS = ("text_model", "mmproj", "profile", "setup_done")
+ENGINES = ("local", "remote")  # llama.cpp on this computer, or an OpenAI-compatible server of the user's (vLLM)
 
 # Shift+Esc: Esc is the universal "stop/cancel", so the copy the focused application also receives is harmless;
 # two keys on one side of the keyboard are quick to hit in a hurry. Unlike Ctrl+Alt+key it is no AltGr character
@@ -43,6 +44,12 @@ class Settings:
     gpu_layers: int = -1  # -1: every layer on the GPU
     context_size: int = 32768
     tile_budget: int = 12  # tiles per screenshot, 1..12 (plus the thumbnail)
+    # remote engine (the API key lives in the keyring, never here)
+    engine: str = "local"
+    engine_url: str = ""  # e.g. http://127.0.0.1:8000/v1
+    engine_model: str = ""  # the served model name; "" = the only model the server serves
+    engine_allow_http: bool = False  # plain HTTP to a host that is not this computer
+    engine_confirmed_host: str = ""  # the non-loopback host the user agreed to send screenshots to
     # approval
     approval_policy: str = "ask_every_step"
     step_limit: int = 40
@@ -98,6 +105,8 @@ def validate(s: Settings) -> list[str]:
     problems = []
     if s.approval_policy not in APPROVAL_POLICIES:
         problems.append(f"approval policy “{s.approval_policy}” is not one of {', '.join(APPROVAL_POLICIES)}")
+    if s.engine not in ENGINES:
+        problems.append(f"engine “{s.engine}” is not one of {', '.join(ENGINES)}")
     if not 1 <= s.tile_budget <= 12:
         problems.append("tile budget must be from 1 to 12")
     if not 2048 <= s.context_size <= MAX_CONTEXT:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from app.domain.cancel import CancelToken
 from app.domain.proposal import EngineInfo, Observation, PastStep, Proposal
@@ -22,3 +22,10 @@ class Engine(Protocol):
                 on_text: TextFn | None = None) -> Proposal: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ShowsPrompt(Protocol):
+    """An engine that can show the last prompt it sent, for run trajectories (screenshots by reference)."""
+
+    def prompt_sent(self) -> dict[str, Any] | None: ...

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
@@ -86,6 +86,7 @@ class LocalEngine:
         self._session: object | None = None
         self._grammar = grammar_for_schema(profile.output_schema())
         self._compact = 0
+        self._last: list[Segment] = []
 
     @property
     def max_tokens(self) -> int:
@@ -191,10 +192,12 @@ class LocalEngine:
             session.answers.clear()
         t0 = time.perf_counter()
         try:
-            stats = session.prepare(self._prompt(task, observation, history), self.max_tokens, token)
+            self._last = self._prompt(task, observation, history)
+            stats = session.prepare(self._last, self.max_tokens, token)
         except ContextFull:
             self._fit(task, observation, history)
-            stats = session.prepare(self._prompt(task, observation, history), self.max_tokens, token)
+            self._last = self._prompt(task, observation, history)
+            stats = session.prepare(self._last, self.max_tokens, token)
             stats.add(rebuilds=1)
         t1 = time.perf_counter()
         smp = sampler or self._sampler(session.rt)
@@ -261,6 +264,15 @@ class LocalEngine:
         with contextlib.suppress(ContextFull, Cancelled):
             session.prepare(segments[:cut + 1], self.max_tokens, token, logits=False)
         return time.perf_counter() - t0
+
+    def prompt_sent(self) -> dict[str, Any] | None:
+        """The last step's prompt text as evaluated (one media marker per tile) and its screenshots' digests."""
+        from app.engine.prompt import Screenshot, dump
+
+        if not self._last:
+            return None
+        shots = [s.digest for s in self._last if isinstance(s, Screenshot)]
+        return {"prompt": dump(self.profile, self._last), "screenshots": shots}
 
     def close(self) -> None:
         from app.engine.llama_runtime import LlamaRuntime

@@ -7,7 +7,7 @@ A corrected prompt, tool list, image budget or coordinate convention is a change
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,7 @@ class Profile:
     output: dict[str, Any]
     generation: Generation
     source: Path
+    remote: dict[str, Any] = field(default_factory=dict)  # what a model server needs (vLLM mm_processor_kwargs)
 
     @property
     def thinking(self) -> bool:
@@ -205,6 +206,7 @@ def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
                 top_k=int(gen.get("top_k", 1)), seed=int(gen.get("seed", 0)),
             ),
             source=path,
+            remote=dict(data.get("remote", {})),
         )
     except (TypeError, KeyError) as exc:
         raise DeskhandError(f"The model profile {path} is incomplete: {exc}.",

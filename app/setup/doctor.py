@@ -6,18 +6,16 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from app import __version__
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.units import human_bytes
+from app.setup.checklist import FAIL, OK, SKIP, WARN, Check, Report
 from app.setup.gpu import GPUReport
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MIN_PYTHON = (3, 10)
 PACKAGES = (("PySide6", ("PySide6-Essentials", "PySide6")), ("llama-cpp-python", ("llama-cpp-python",)),
             ("mss", ("mss",)), ("pynput", ("pynput",)), ("Pillow", ("pillow", "Pillow")),
@@ -25,31 +23,6 @@ PACKAGES = (("PySide6", ("PySide6-Essentials", "PySide6")), ("llama-cpp-python",
             ("Jinja2", ("jinja2", "Jinja2")))
 SETUP_TODO = ("Run `deskhand setup` (or start Deskhand) to download the recommended Holo3.1 model, or choose GGUF "
               "files you already have.")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str = ""
-    required: bool = True  # a failing required check means Deskhand cannot work
-
-    @property
-    def blocking(self) -> bool:
-        return self.required and self.status == FAIL
-
-
-@dataclass(frozen=True)
-class Report:
-    checks: tuple[Check, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not any(c.blocking for c in self.checks)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"deskhand": __version__, "ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
 def _version(names: tuple[str, ...]) -> str | None:
@@ -230,7 +203,7 @@ def _free(p: Path) -> int | None:
         return None
 
 
-def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
+def check_model(paths: Paths, gpu: GPUReport | None = None, overrides: dict[str, Any] | None = None) -> list[Check]:
     from app.domain.errors import ModelFileError
     from app.domain.settings import load_settings
     from app.engine.model_files import check_model_files
@@ -241,7 +214,11 @@ def check_model(paths: Paths, gpu: GPUReport | None = None) -> list[Check]:
     if loaded.warnings:
         out.append(Check("Settings", WARN, " ".join(loaded.warnings), "Open Settings and save them again.",
                          required=False))
-    s = loaded.settings
+    s = loaded.settings.replace(**(overrides or {}))
+    if s.engine == "remote":  # a model server of the user's: its checks replace the model files'
+        from app.setup.remote_check import check_remote
+
+        return out + check_remote(s)
     if not s.text_model and not s.mmproj:
         out.append(Check("Model files", FAIL, "No model is set up yet.", SETUP_TODO))
         return out
@@ -275,7 +252,8 @@ def _safe(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
     return got if isinstance(got, list) else [got]
 
 
-def run_doctor(paths: Paths) -> Report:
+def run_doctor(paths: Paths, overrides: dict[str, Any] | None = None) -> Report:
+    """`overrides`: settings to check instead of the saved ones (`doctor --engine URL`)."""
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
@@ -283,5 +261,5 @@ def run_doctor(paths: Paths) -> Report:
         ("Python", check_python), ("Packages", check_packages), ("GPU", lambda: check_gpu_and_llama(gpu)),
         ("Display server", check_display_and_capture), ("Permissions", check_platform_permissions),
         ("Keyring", check_keyring), ("Folders", lambda: check_folders(paths)),
-        ("History", lambda: check_history(paths)), ("Model files", lambda: check_model(paths, gpu))]
+        ("History", lambda: check_history(paths)), ("Model files", lambda: check_model(paths, gpu, overrides))]
     return Report(tuple(c for name, fn in steps for c in _safe(name, fn)))

@@ -8,6 +8,7 @@ from app.domain.errors import DeskhandError
 
 SERVICE = "Deskhand"
 HF_TOKEN = "huggingface-token"
+REMOTE_API_KEY = "model-server-api-key"  # the remote engine's key (vLLM --api-key)
 NO_KEYRING_TODO = ("Install and unlock a secret store (GNOME Keyring or KWallet on Linux; macOS and Windows have "
                    "one built in), then try again.")
 

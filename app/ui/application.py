@@ -10,10 +10,11 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
-from app.agent.worker import EngineFactory, local_engine
+from app.agent.worker import EngineFactory
 from app.domain import events as ev
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, save_settings
+from app.setup.engines import engine_configured, engine_from_settings
 from app.ui import shortcuts
 from app.ui.agent_host import AgentHost
 from app.ui.approval_dialog import ApprovalDialog
@@ -42,7 +43,7 @@ MAIN_SIZE, HISTORY_SIZE = (1180, 780), (1180, 720)
 class Application(QObject):
     quit_done = Signal()
 
-    def __init__(self, paths: Paths, loaded: Loaded, *, engine_factory: EngineFactory = local_engine,
+    def __init__(self, paths: Paths, loaded: Loaded, *, engine_factory: EngineFactory = engine_from_settings,
                  dry_run: bool = False, executor_factory: Callable[..., Any] | None = None, tray: bool = True,
                  hotkeys: bool = True, setup: bool = True, notices: tuple[str, ...] = ()) -> None:
         super().__init__()
@@ -165,7 +166,7 @@ class Application(QObject):
         QTimer.singleShot(3000, self._tray_appeared)
 
     def model_ready(self) -> bool:
-        return bool(self.settings.text_model and self.settings.mmproj)
+        return engine_configured(self.settings)
 
     # ------------------------------------------------------------------ requests
     def start_task(self, task: str) -> bool:
@@ -253,6 +254,7 @@ class Application(QObject):
         dialog.saved.connect(self.save_settings)
         dialog.setup_requested.connect(self._setup_from_settings)
         dialog.token_changed.connect(self._save_token)
+        dialog.api_key_changed.connect(self._save_api_key)
         self.settings_dialog = dialog
         dialog.show()
 
@@ -300,6 +302,17 @@ class Application(QObject):
             self.main.status.show_message(error_html(exc), "error", "token")
 
         self.background.run(store, lambda _: log.info("access token stored in the keyring"), failed)
+
+    def _save_api_key(self, key: str) -> None:
+        def store() -> None:
+            from app.setup import secrets
+
+            secrets.set_secret(key, secrets.REMOTE_API_KEY)
+
+        def failed(exc: BaseException) -> None:
+            self.main.status.show_message(error_html(exc), "error", "api-key")
+
+        self.background.run(store, lambda _: log.info("model server API key stored in the keyring"), failed)
 
     # ------------------------------------------------------------------ closing
     def _main_closed(self) -> None:

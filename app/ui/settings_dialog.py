@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, validate
 from app.ui import shortcuts
+from app.ui.engine_settings import EngineFields
 from app.ui.hotkey_edit import HotkeyField
 from app.ui.icons import app_icon
 
@@ -56,8 +57,8 @@ def _double(lo: float, hi: float, decimals: int, step: float, suffix: str = "") 
     return box
 
 
-def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) -> None:
-    """A row with a sentence under its field saying what the option does, in plain words."""
+def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) -> QWidget:
+    """A row with a sentence under its field saying what the option does, in plain words; returns the row's field."""
     column = QWidget()
     lay = QVBoxLayout(column)
     lay.setContentsMargins(0, 0, 0, 4)
@@ -72,6 +73,7 @@ def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) ->
     note.setStyleSheet("color: #4b5563;")
     lay.addWidget(note)
     form.addRow(label, column)
+    return column
 
 
 def _form(tab: QWidget) -> QFormLayout:
@@ -86,6 +88,7 @@ class SettingsDialog(QDialog):
     saved = Signal(object)  # the new Settings
     setup_requested = Signal()
     token_changed = Signal(str)  # "" removes the stored token
+    api_key_changed = Signal(str)  # a new API key for the model server (to the keyring)
 
     def __init__(self, settings: Settings, warnings: tuple[str, ...] = (), data_folder: str = "",
                  parent: QWidget | None = None) -> None:
@@ -139,10 +142,13 @@ class SettingsDialog(QDialog):
         form = _form(tab)
         self.text_model = QLineEdit()
         self.mmproj = QLineEdit()
-        form.addRow("Model file:", self._file_row(self.text_model, "Choose the model file"))
-        _explained(form, "Vision file (mmproj):", self._file_row(self.mmproj, "Choose the vision file"),
-                   "A model comes as two files: the language model and the smaller vision file that lets it see "
-                   "the screen.")
+        self.text_row = self._file_row(self.text_model, "Choose the model file")
+        form.addRow("Model file:", self.text_row)
+        vision = self._file_row(self.mmproj, "Choose the vision file")
+        self.mmproj_row = _explained(form, "Vision file (mmproj):", vision,
+                                     "A model comes as two files: the language model and the smaller vision file "
+                                     "that lets it see the screen.")
+        self.engine = EngineFields(form, [self.text_row, self.mmproj_row])  # a model server needs no files here
         self.setup_button = QPushButton("Run the setup again…")
         self.setup_button.setToolTip("Check this computer again and choose or download a model")
         self.setup_button.clicked.connect(self.setup_requested)
@@ -276,9 +282,10 @@ class SettingsDialog(QDialog):
         self.settle_threshold.setValue(s.settle_threshold)
         self.retention.setValue(s.retention_days)
         self.private.setChecked(s.private_mode)
+        self.engine.load(s)
 
     def value(self) -> Settings:
-        return self.original.replace(
+        return self.engine.apply(self.original.replace(
             text_model=self.text_model.text().strip(), mmproj=self.mmproj.text().strip(),
             profile=self.profile.currentText().strip() or self.original.profile,
             gpu_layers=self.gpu_layers.value(), context_size=self.context_size.value(),
@@ -287,7 +294,7 @@ class SettingsDialog(QDialog):
             panic_hotkey=self.panic.spec(), quick_task_hotkey=self.quick.spec(),
             monitor=self.monitor.currentData(), settle_timeout_s=self.settle_timeout.value(),
             settle_quiet_frames=self.settle_frames.value(), settle_threshold=self.settle_threshold.value(),
-            retention_days=self.retention.value(), private_mode=self.private.isChecked())
+            retention_days=self.retention.value(), private_mode=self.private.isChecked()))
 
     def problems(self, s: Settings) -> list[str]:
         out = validate(s)
@@ -298,7 +305,7 @@ class SettingsDialog(QDialog):
         if s.panic_hotkey == s.quick_task_hotkey:
             out.append(f"The stop key and the quick task key are both {shortcuts.label(s.panic_hotkey)}: they must "
                        "differ.")
-        return out
+        return out + self.engine.problems(s)
 
     def save(self) -> None:
         s = self.value()
@@ -309,6 +316,12 @@ class SettingsDialog(QDialog):
             if any(p.startswith(("Stop the task", "Quick task", "The stop key")) for p in problems):
                 self.tabs.setCurrentIndex(1)
             return
+        confirmed = self.engine.confirm_host(s, self)
+        if confirmed is None:  # the user would rather not send screenshots there
+            return
+        s = confirmed
+        if self.engine.key.text().strip():
+            self.api_key_changed.emit(self.engine.key.text().strip())
         if self.token.text():
             self.token_changed.emit(self.token.text())
         self.saved.emit(s)

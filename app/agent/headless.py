@@ -1,0 +1,193 @@
+"""A run with no one at the screen: the same loop, policy and records as in the app, decisions made by rule.
+
+What a headless run does with a step the policy wants a person to approve:
+- `--auto-approve all`: it is approved (risky steps too; steps the policy refuses stay refused).
+- `--auto-approve safe` (the default): it is refused, with the reason recorded and told to the model ("no one is
+  here to approve this step: <why it needs approval>"), so the model can take another way; after 3 such steps in
+  a row the run ends ("needs a person").
+- A question from the model (`ask_user`) ends the run at once, with the question as the reason: only a person
+  could answer it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.agent.approval import Decision, DecisionGate
+from app.agent.loop import run_task, stopped_message
+from app.agent.recorder import Recorder
+from app.agent.trajectory import RecordingEngine, Trajectory
+from app.agent.worker import run_config
+from app.desktop.capture import Capturer
+from app.desktop.executor import Executor
+from app.domain import events as ev
+from app.domain.actions import AskUser
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError, EngineUnavailable
+from app.domain.paths import Paths
+from app.domain.settings import Settings
+from app.engine.base import Engine
+
+log = logging.getLogger("deskhand.headless")
+APPROVE_MODES = ("safe", "all")
+NEEDS_PERSON = "needs a person"
+
+
+@dataclass(frozen=True)
+class HeadlessConfig:
+    approve: str = "safe"  # safe | all
+    max_steps: int = 40
+    trajectories: Path | None = None  # a folder per run is made in it
+    person_may_be_present: bool = False  # arm the panic hotkey, the corner failsafe and the user-input pause
+    max_refused_in_a_row: int = 3
+    display: str = ""  # recorded in the trajectory
+
+
+@dataclass(frozen=True)
+class HeadlessResult:
+    run_id: int
+    outcome: str  # answered | stopped | failed | step_limit | interrupted
+    message: str
+    answer: str
+    steps: int
+    trajectory: Path | None
+    needs_person: bool  # stopped because a person had to approve or answer
+
+
+class Decider:
+    """The run's event sink: records each event in the trajectory, reports progress, answers the gate."""
+
+    def __init__(self, cfg: HeadlessConfig, gate: DecisionGate, token: CancelToken,
+                 trajectory: Trajectory | None, echo: Callable[[str], None]) -> None:
+        self.cfg, self.gate, self.token, self.trajectory, self.echo = cfg, gate, token, trajectory, echo
+        self.refused_in_a_row = 0
+        self.needs_person = False
+        self.finished: ev.RunFinished | None = None
+
+    def _resolve(self, step: int, decision: Decision) -> None:
+        if self.trajectory is not None:
+            self.trajectory.decided(decision.kind, decision.feedback, f"headless, --auto-approve {self.cfg.approve}")
+        self.gate.resolve(step, decision)
+
+    def _end(self, step: int, why: str) -> None:
+        self.needs_person = True
+        self.token.cancel(f"{NEEDS_PERSON}: {why}")
+        self._resolve(step, Decision("stop", feedback=why))
+
+    def __call__(self, e: ev.Event) -> None:
+        if self.trajectory is not None:
+            self.trajectory.on_event(e)
+        if isinstance(e, ev.StepProposed):
+            self.echo(f"step {e.step}: {e.description}" + ("" if e.needs_decision else " (auto-approved)"))
+            if e.needs_decision:
+                self._decide(e)
+            else:
+                self.refused_in_a_row = 0
+        elif isinstance(e, ev.ProposalFailed):
+            self.echo(f"step {e.step}: the model's answer was not usable: {e.message}")
+        elif isinstance(e, ev.StepDecided) and e.decision in ("refused", "reject"):
+            self.echo(f"step {e.step}: refused: {e.feedback}")
+        elif isinstance(e, ev.Notice):
+            self.echo(e.message)
+        elif isinstance(e, ev.RunFinished):
+            self.finished = e
+
+    def _decide(self, e: ev.StepProposed) -> None:
+        if isinstance(e.action, AskUser):
+            self._end(e.step, f"the model asked “{e.action.question}”")
+        elif self.cfg.approve == "all":
+            self.refused_in_a_row = 0
+            self._resolve(e.step, Decision("approve"))
+        else:
+            self.refused_in_a_row += 1
+            if self.refused_in_a_row >= self.cfg.max_refused_in_a_row:
+                self._end(e.step, f"{self.refused_in_a_row} steps in a row needed approval (last: {e.reason})")
+                return
+            self._resolve(e.step, Decision("reject", feedback=(
+                f"No one is here to approve this step (a headless run that auto-approves only safe steps): "
+                f"{e.reason} Choose a step that needs no approval, or answer.")))
+
+
+def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer
+              ) -> tuple[Executor, Any]:
+    from app.desktop.executor import pynput_executor
+
+    if not cfg.person_may_be_present:
+        return pynput_executor(), None
+    from app.desktop.stops import Stops, StopsConfig
+
+    stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
+    return pynput_executor(guard=stops), stops
+
+
+def _folder(root: Path, run_id: int) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return root / f"run-{run_id}-{stamp}"
+
+
+def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
+                 token: CancelToken, echo: Callable[[str], None] = lambda _: None,
+                 executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None) -> HeadlessResult:
+    """Run `task` to its end on this thread; everything opened here is closed before returning."""
+    recorder = Recorder(paths.database, paths.runs)
+    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
+    run_id = recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model, meta,
+                                settings.private_mode)
+    folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
+    trajectory: Trajectory | None = None
+    gate = DecisionGate()
+    decider = Decider(cfg, gate, token, None, echo)
+    capturer: Capturer | None = None
+    executor: Executor | None = None
+    stops: Any = None
+    outcome, message, answer, steps = "failed", "", "", 0
+    try:
+        trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,
+                                         "auto_approve": cfg.approve, "host": platform.node(),
+                                         "database": str(paths.database)}, private=settings.private_mode)
+        decider.trajectory = trajectory
+        info = engine.load(lambda f, what: echo(f"{what} ({f:.0%})") if f >= 1 else None, token)
+        echo(f"Model: {info.name} on {info.device}")
+        for warning in info.warnings:
+            echo(f"warning: {warning}")
+        base = run_config(settings)
+        rc = replace(base, step_limit=cfg.max_steps, prefetch=False,
+                     policy=replace(base.policy, auto_approve=True))
+        capturer = Capturer(rc.capture)
+        if executor_factory is not None:
+            executor = executor_factory(token, capturer)
+        else:
+            executor, stops = _executor(cfg, settings, token, capturer)
+        finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
+                            decider, gate, token)
+        outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps
+    except Cancelled as exc:  # stopped while the engine was loading
+        outcome, message = "stopped", stopped_message(exc)
+    except EngineUnavailable as exc:
+        outcome, message = "interrupted", str(exc)
+    except DeskhandError as exc:
+        outcome, message = "failed", str(exc)
+    except Exception as exc:  # a bug: recorded like any failure, with the details in the log
+        log.exception("headless run %s failed", run_id)
+        outcome, message = "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc})."
+    finally:
+        for closer in (stops, executor, capturer, engine):
+            stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
+            if stop is not None:
+                with contextlib.suppress(Exception):
+                    stop()
+        if decider.finished is None:  # the loop did not record the end (it never started)
+            with contextlib.suppress(DeskhandError):
+                recorder.finish_run(run_id, outcome, answer, message)
+        recorder.close()
+        if trajectory is not None:
+            trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)
+    return HeadlessResult(run_id, outcome, message, answer, steps, folder if trajectory is not None else None,
+                          decider.needs_person)

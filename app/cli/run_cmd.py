@@ -1,0 +1,183 @@
+"""`deskhand run`: one task with no window, on a display of its own (Xvfb, a container), for datasets and fleets.
+
+Exit status (how the run ended):
+  0 answered: the model finished the task      3 step limit reached
+  1 failed: an error (message on stderr)       4 stopped: it needs a person (an approval, or a question)
+  2 not started: bad arguments or refused      5 interrupted: the model server went away (try again later)
+  130 stopped by Ctrl+C                        143 stopped by SIGTERM
+Every run is recorded (the run history, `deskhand doctor` shows where) and leaves a trajectory folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError
+
+EXIT = {"answered": 0, "failed": 1, "step_limit": 3, "interrupted": 5}
+EXIT_USAGE, EXIT_NEEDS_PERSON, EXIT_SIGINT, EXIT_SIGTERM = 2, 4, 130, 143
+ALL_REFUSED = ("--auto-approve all acts without asking, and {why}: it may be the desktop someone is using.")
+ALL_TODO = ("Run it on a virtual display of its own (Xvfb, e.g. `Xvfb :99 &` then --display :99, or the container "
+            "in deploy/), or pass --allow-real-display if this display really is a disposable one.")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="run one task with no window (headless), e.g. on an Xvfb display",
+                       description="Run a task with no window: the same agent loop, policy and run records as the "
+                                   "app, plus a JSONL trajectory (screenshots, prompts as sent, answers, actions, "
+                                   "timings). SIGTERM stops it cleanly.",
+                       epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, help="what to do, in plain language")
+    engine = p.add_argument_group("engine (default: the one in Settings)")
+    engine.add_argument("--engine", metavar="URL", help="an OpenAI-compatible model server, e.g. "
+                        "http://127.0.0.1:8000/v1 (vLLM); its API key comes from DESKHAND_API_KEY or the keyring")
+    engine.add_argument("--served-model", metavar="NAME", help="the model name on the server (default: the only one)")
+    engine.add_argument("--allow-http", action="store_true",
+                        help="allow plain HTTP to a server that is not on this computer")
+    engine.add_argument("--model", metavar="TEXT.gguf", help="use the embedded engine with this text model")
+    engine.add_argument("--mmproj", metavar="MMPROJ.gguf", help="… and this vision projector")
+    engine.add_argument("--profile", help="model profile name or JSON file")
+    engine.add_argument("--max-tiles", type=int, help="tile budget per screenshot (1..12)")
+    p.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
+                   help="safe (default): risky steps are refused and the model told why; all: every step is "
+                        "approved (only on a virtual display)")
+    p.add_argument("--allow-real-display", action="store_true",
+                   help="let --auto-approve all act on a display that is not known to be virtual (with a warning)")
+    p.add_argument("--max-steps", type=int, metavar="N", help="the step limit (default: Settings, 40)")
+    p.add_argument("--out", metavar="DIR", help="where the run's trajectory folder goes (default: <data>/trajectories)")
+    p.add_argument("--display", metavar=":N", help="the X display to act on (default: $DISPLAY)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    p.set_defaults(func=run)
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError, UnicodeEncodeError):
+        print(f"deskhand: {text}", file=sys.stderr, flush=True)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from app.domain.paths import default_paths
+    from app.domain.settings import load_settings
+
+    loaded = load_settings(default_paths().settings_file)
+    for warning in loaded.warnings:
+        _say(f"warning: {warning}")
+    s = loaded.settings
+    if args.engine and (args.model or args.mmproj):
+        raise DeskhandError("--engine and --model/--mmproj choose two different engines.", "Give one of them.")
+    if args.engine:
+        s = s.replace(engine="remote", engine_url=args.engine, engine_model=args.served_model or "",
+                      engine_allow_http=args.allow_http)
+    elif args.model or args.mmproj:
+        if not (args.model and args.mmproj):
+            raise DeskhandError("The embedded engine needs both --model and --mmproj.", "Give both GGUF files.")
+        s = s.replace(engine="local", text_model=args.model, mmproj=args.mmproj)
+    elif args.served_model:
+        s = s.replace(engine_model=args.served_model)
+    if args.profile:
+        s = s.replace(profile=args.profile)
+    if args.max_tiles:
+        s = s.replace(tile_budget=args.max_tiles)
+    return s
+
+
+def _engine(s: Any, from_command_line: bool) -> Any:
+    from app.engine.from_settings import local_config, remote_config
+    from app.engine.remote_endpoint import parse_endpoint
+    from app.setup.engines import api_key, check_screenshots_may_leave, engine_configured
+
+    if not engine_configured(s):
+        raise DeskhandError("No engine is set up.", "Give --engine URL (a model server) or --model and --mmproj, or "
+                            "set one up in the app (Settings → Model).")
+    if s.engine == "remote":
+        endpoint = parse_endpoint(s.engine_url, s.engine_allow_http)
+        if not from_command_line:
+            check_screenshots_may_leave(s)
+        if not endpoint.loopback:
+            _say(f"warning: screenshots of this display will be sent to {endpoint.host}.")
+        from app.engine.remote import RemoteEngine
+
+        return RemoteEngine(remote_config(s, api_key()))
+    from app.engine.local import LocalEngine
+
+    return LocalEngine(local_config(s))
+
+
+def _display(args: argparse.Namespace) -> tuple[str, bool]:
+    """Point this process at the display; whether it is virtual (no person can be using it)."""
+    from app.desktop.display import check_display
+    from app.desktop.virtual_display import find_server
+
+    if args.display:
+        os.environ["DISPLAY"] = args.display  # before pynput and mss connect
+    display = os.environ.get("DISPLAY", "")
+    status = check_display()
+    if not status.usable:
+        raise status.error()
+    server = find_server(display)
+    if args.auto_approve == "all" and not server.virtual:
+        why = server.describe() if server.program else f"Deskhand cannot tell that {display or 'the display'} " \
+                                                         "is a virtual one"
+        if not args.allow_real_display:
+            raise DeskhandError(ALL_REFUSED.format(why=why), ALL_TODO)
+        _say(f"warning: {ALL_REFUSED.format(why=why)} Going ahead because of --allow-real-display.")
+    return display, server.virtual
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.agent.headless import HeadlessConfig, run_headless
+    from app.domain.paths import default_paths
+
+    token = CancelToken()
+    try:
+        display, virtual = _display(args)
+        settings = _settings(args)
+        engine = _engine(settings, from_command_line=bool(args.engine))
+    except DeskhandError as exc:
+        _say(str(exc))
+        return EXIT_USAGE
+    signals: dict[int, str] = {}
+
+    def stop(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        signals[signum] = name
+        token.cancel(f"stopped by {name}")
+        signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=args.max_steps or settings.step_limit,
+                             trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
+                             display=display)
+        result = run_headless(args.task, settings, engine, default_paths().ensure(), cfg, token, _say)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if signal.SIGTERM in signals:
+        status = EXIT_SIGTERM
+    elif signal.SIGINT in signals:
+        status = EXIT_SIGINT
+    elif result.needs_person:
+        status = EXIT_NEEDS_PERSON
+    else:
+        status = EXIT.get(result.outcome, 1)
+    _say(f"run {result.run_id} {result.outcome}: {result.message}")
+    if result.trajectory is not None:
+        _say(f"trajectory: {result.trajectory}")
+    if args.json:
+        print(json.dumps({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
+                          "answer": result.answer, "steps": result.steps, "needs_person": result.needs_person,
+                          "trajectory": str(result.trajectory) if result.trajectory else None,
+                          "display": display, "exit_status": status}, ensure_ascii=False))
+    elif result.outcome == "answered":
+        print(result.answer)
+    return status
