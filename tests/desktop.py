@@ -182,10 +182,12 @@ def xdotool(server: XServer, *args: str) -> None:
 class Target:
     """The Qt target window, in its own process on the test's display."""
 
-    def __init__(self, server: XServer, at: tuple[int, int] = (200, 150), title: str = "Deskhand test target"):
+    def __init__(self, server: Any, at: tuple[int, int] | str = (200, 150), title: str = "Deskhand test target"):
+        """`server`: an XServer or a tests.wayland.GnomeSession (anything with env()); `at` may be "full"."""
         self.server = server
+        where = at if isinstance(at, str) else f"{at[0]},{at[1]}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.desktop", "target", f"{at[0]},{at[1]}", title],
+            [sys.executable, "-m", "tests.desktop", "target", where, title],
             cwd=REPO, env=server.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -11,6 +11,7 @@ MODULES = (
     "app.cli.prompt_cmd",
     "app.cli.capture_cmd",
     "app.cli.do_cmd",
+    "app.cli.stop_cmd",
     "app.cli.setup_cmd",
     "app.cli.doctor_cmd",
 )

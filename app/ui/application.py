@@ -175,8 +175,12 @@ class Application(QObject):
             self.main.show_and_raise()
 
     def handle_instance_message(self, msg: dict[str, Any]) -> None:
-        """A later `deskhand` launch: bring the window forward, and start its task if it brought one."""
+        """A later `deskhand` launch: bring the window forward, and start its task if it brought one;
+        `deskhand stop` (a desktop shortcut, on Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
+        if msg.get("cmd") == "stop":
+            self.presenter.stop()
+            return
         self.main.show_and_raise()
         task = str(msg.get("task") or "").strip()
         if msg.get("cmd") == "task" and task:

@@ -1,36 +1,21 @@
 """One Deskhand per user: the first instance listens on a per-user local socket; a later launch hands its task
-(or just "show yourself") to it and exits. JSON lines: {"cmd": "show"} or {"cmd": "task", "task": "…"}."""
+(or just "show yourself") to it and exits; `deskhand stop` asks it to stop its run. JSON lines: {"cmd": "show"},
+{"cmd": "task", "task": "…"} or {"cmd": "stop"} (app.domain.instance)."""
 
 from __future__ import annotations
 
-import getpass
-import hashlib
 import json
 import logging
-import os
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
+from app.domain.instance import server_name
+
+__all__ = ["InstanceServer", "send_to_running", "server_name"]
+
 log = logging.getLogger("deskhand.ui.instance")
-
-
-def server_name(base_dir: str | None = None) -> str:
-    """Per user, and per base folder when one is given (tests and portable installs run side by side)."""
-    user = str(os.getuid()) if hasattr(os, "getuid") else getpass.getuser()
-    suffix = ""
-    base = base_dir or os.environ.get("DESKHAND_HOME")
-    if base:
-        suffix = "-" + hashlib.sha1(str(Path(base).expanduser().resolve()).encode()).hexdigest()[:10]
-    name = f"deskhand-{user}{suffix}"
-    if sys.platform.startswith("win"):
-        return name  # a named pipe
-    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return str(Path(folder) / f"{name}.sock")
 
 
 def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) -> bool:
