@@ -370,3 +370,55 @@ def test_doctor_reports_the_portals(gnome: GnomeSession, tmp_path: Any) -> None:
     assert lines["Mouse and keyboard"].startswith("[ OK ]") and "each time" in lines["Mouse and keyboard"]
     assert lines["Stop hotkey"].startswith("[WARN]") and "deskhand stop" in out
     assert lines["Corner failsafe"].startswith("[ OK ]") and lines["PipeWire"].startswith("[ OK ]")
+
+
+# ------------------------------------------------------------------------------------ a whole run
+
+
+def test_a_scripted_run_approves_and_performs_steps(inside: None, hands: MutterInput, target: Target,
+                                                     tmp_path: Any) -> None:
+    """The agent's worker as the app runs it (the model scripted): it explains, opens its own portal session,
+    and each approved step acts on the Wayland window."""
+    import queue
+
+    from app.agent.approval import Decision
+    from app.agent.worker import AgentWorker
+    from app.domain import events as ev
+    from app.domain.geometry import Monitor
+    from app.domain.paths import default_paths
+    from app.domain.settings import Settings
+    from tests.scripted_engine import ScriptedEngine
+
+    monitor = Monitor.of(1, 0, 0, *SIZE)
+    pad, edit = (geometry.input_to_model(*target.centre(w), monitor) for w in ("pad", "edit"))
+    script: list[Any] = [{"tool_name": "click", "element": "pad", "x": pad.x, "y": pad.y},
+                         {"tool_name": "write", "content": "typed by a run", "clear": True, "x": edit.x,
+                          "y": edit.y},
+                         {"tool_name": "answer", "content": "Done."}]
+    events: queue.Queue[ev.Event] = queue.Queue()
+    worker = AgentWorker(default_paths(tmp_path / "home").ensure(), events.put,
+                         engine_factory=lambda s: ScriptedEngine(script)).start()
+    target.request("set_text", text="old text")
+    target.drain()
+    person = threading.Thread(target=answer_share_dialog, args=(hands, True), daemon=True)
+    person.start()
+    try:
+        assert worker.start_task("Press the pad, then type into the field",
+                                 Settings(text_model="scripted.gguf", mmproj="scripted-mmproj.gguf", step_limit=5))
+        notices, executed = [], []
+        while not isinstance(e := events.get(timeout=90), ev.RunFinished):
+            if isinstance(e, ev.Notice):
+                notices.append(e.message)
+            elif isinstance(e, ev.StepProposed) and e.needs_decision:
+                assert worker.decide(e.step, Decision("approve"))
+            elif isinstance(e, ev.StepExecuted):
+                executed.append(e.description)
+        assert e.outcome == "answered", e
+    finally:
+        worker.shutdown()
+        person.join(10)
+    assert any("see and control the screen" in n for n in notices), notices
+    assert len(executed) == 2 and "(%d, %d)" % target.centre("pad") in executed[0], executed
+    pressed = target.wait_event("pressed")
+    assert (pressed["x"], pressed["y"]) == target.centre("pad")
+    assert target.state()["text"] == "typed by a run"

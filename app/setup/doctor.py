@@ -15,28 +15,16 @@ from app import __version__
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.units import human_bytes
+from app.setup.check import FAIL, OK, SKIP, WARN, Check
 from app.setup.gpu import GPUReport
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MIN_PYTHON = (3, 10)
 PACKAGES = (("PySide6", ("PySide6-Essentials", "PySide6")), ("llama-cpp-python", ("llama-cpp-python",)),
             ("mss", ("mss",)), ("pynput", ("pynput",)), ("Pillow", ("pillow", "Pillow")),
             ("keyring", ("keyring",)), ("platformdirs", ("platformdirs",)), ("numpy", ("numpy",)),
             ("Jinja2", ("jinja2", "Jinja2")))
+__all__ = ["FAIL", "OK", "SKIP", "WARN", "Check", "Report", "run_doctor"]
 SETUP_TODO = "Run `deskhand setup` (or start Deskhand) to download Holotron-12B or choose your GGUF files."
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str = ""
-    required: bool = True  # a failing required check means Deskhand cannot work
-
-    @property
-    def blocking(self) -> bool:
-        return self.required and self.status == FAIL
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from app.desktop.wayland.session import TokenStore
 from app.desktop.wayland.status import PortalStatus, portal_status
 from app.desktop.wayland.stops import STOP_SHORTCUT_HINT
 from app.domain.paths import default_paths
-from app.setup.doctor import FAIL, OK, SKIP, WARN, Check
+from app.setup.check import FAIL, OK, SKIP, WARN, Check
 
 
 def _versions(s: PortalStatus) -> str:

@@ -22,6 +22,9 @@ KEY_NAMES = frozenset({
     "page_down", "up", "down", "left", "right", "pause", "print_screen", "scroll_lock", "menu",
     *(f"f{i}" for i in range(1, 21)),
 })
+WAYLAND_HOTKEY = ("On Wayland no program may listen for a global hotkey itself. To open Deskhand from the keyboard, "
+                  "bind a shortcut to the command `deskhand` in your desktop's settings (GNOME: Settings › "
+                  "Keyboard › Keyboard Shortcuts › Custom Shortcuts); one for `deskhand stop` stops a task.")
 MODIFIERS = frozenset({"alt", "alt_l", "alt_r", "alt_gr", "ctrl", "ctrl_l", "ctrl_r", "shift", "shift_l", "shift_r",
                        "cmd", "cmd_l", "cmd_r"})
 
@@ -71,6 +74,11 @@ class GlobalHotkey(QObject):
         problem = hotkey_problem(spec)
         if problem:
             self.failed.emit(f"The quick-task hotkey is not set up: {problem}")
+            return
+        from app.desktop.display import wayland_session
+
+        if wayland_session():  # pynput would listen to XWayland only, and never hear the keys
+            self.failed.emit(WAYLAND_HOTKEY)
             return
         threading.Thread(target=self._start, args=(spec,), name="deskhand-hotkey-start", daemon=True).start()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from app.desktop.wayland.pipewire import PipeWireStream
 from app.desktop.wayland.portal import REMOTE_DESKTOP, SCREEN_CAST, Portal, PortalDenied, PortalError
+from app.desktop.wayland.spa_pod import VideoFormat
 from app.domain.errors import CaptureError
 from app.domain.geometry import Layout, Monitor
 
@@ -51,9 +52,8 @@ class StreamInfo:
     width: int  # logical (compositor) units: the input coordinates of that monitor
     height: int
 
-    def to_logical(self, stream: PipeWireStream, px: int, py: int) -> tuple[int, int]:
+    def to_logical(self, fmt: VideoFormat | None, px: int, py: int) -> tuple[int, int]:
         """A position in the stream's pixels (cursor metadata) in compositor coordinates."""
-        fmt = stream.format
         sx = fmt.width / self.width if fmt and self.width else 1.0
         sy = fmt.height / self.height if fmt and self.height else 1.0
         return self.left + round(px / sx), self.top + round(py / sy)
@@ -68,6 +68,19 @@ def parse_streams(streams: list[tuple[int, dict[str, Any]]]) -> list[StreamInfo]
         w, h = props.get("size", (0, 0))
         out.append(StreamInfo(int(node_id), int(x), int(y), int(w), int(h)))
     return out
+
+
+def layout_of(streams: list[tuple[StreamInfo, VideoFormat | None]]) -> Layout:
+    """Monitors from the portal's streams (position and size in compositor units, which are the input
+    coordinates) and the frames' pixel sizes (larger on a scaled monitor); the first stream is the primary."""
+    monitors = []
+    for i, (info, fmt) in enumerate(streams):
+        w, h = (info.width, info.height) if info.width and info.height else \
+            (fmt.width, fmt.height) if fmt else (1, 1)
+        pw, ph = (fmt.width, fmt.height) if fmt else (w, h)
+        monitors.append(Monitor(i + 1, info.left, info.top, w, h, pw, ph, primary=i == 0,
+                                name=f"stream {info.node_id}"))
+    return Layout(tuple(monitors))
 
 
 class TokenStore:
@@ -191,15 +204,7 @@ class ScreenSession:
     # ------------------------------------------------------------------ geometry and the pointer
     def layout(self) -> Layout:
         """The shared monitors in the compositor's coordinates, with each stream's pixel size."""
-        monitors = []
-        for i, (info, stream) in enumerate(self.pairs()):
-            fmt = stream.format
-            w, h = (info.width, info.height) if info.width and info.height else (fmt.width, fmt.height) if fmt \
-                else (1, 1)
-            pw, ph = (fmt.width, fmt.height) if fmt else (w, h)
-            monitors.append(Monitor(i + 1, info.left, info.top, w, h, pw, ph, primary=i == 0,
-                                    name=f"stream {info.node_id}"))
-        return Layout(tuple(monitors))
+        return layout_of([(info, stream.format) for info, stream in self.pairs()])
 
     def _pointer_callback(self, info: StreamInfo) -> Callable[[int, int], None]:
         def moved(px: int, py: int) -> None:
@@ -207,7 +212,7 @@ class ScreenSession:
             stream = pairs.get(info.node_id)
             if stream is None:
                 return
-            x, y = info.to_logical(stream, px, py)
+            x, y = info.to_logical(stream.format, px, py)
             with self._lock:
                 listeners = list(self._pointer_listeners)
             for listener in listeners:
@@ -218,7 +223,7 @@ class ScreenSession:
         """Where the pointer is (compositor coordinates), from the streams' cursor metadata; None if unknown."""
         for info, stream in self.pairs():
             if stream.pointer is not None:
-                return info.to_logical(stream, *stream.pointer)
+                return info.to_logical(stream.format, *stream.pointer)
         return None
 
     def watch_pointer(self, listener: Callable[[int, int], None]) -> Callable[[], None]:
