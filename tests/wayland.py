@@ -53,8 +53,12 @@ def missing_wayland_tools() -> list[str]:
 class GnomeSession:
     """Headless mutter with `monitors` virtual monitors ("1280x800"), PipeWire and the portals."""
 
-    def __init__(self, workdir: Path, monitors: Sequence[str] = ("1280x800",), portals: bool = True) -> None:
+    def __init__(self, workdir: Path, monitors: Sequence[str] = ("1280x800",), portals: bool = True,
+                 shortcuts: bool = False) -> None:
+        """`shortcuts`: add a GlobalShortcuts backend (FakeShortcuts) beside GNOME 43's, which has none."""
         self.workdir, self.monitors, self.portals = workdir, tuple(monitors), portals
+        self.with_shortcuts = shortcuts
+        self.shortcuts: FakeShortcuts | None = None
         self.marker = uuid.uuid4().hex
         self.wayland_display = f"deskhand-test-{self.marker[:8]}"
         self.runtime = workdir / "run"
@@ -134,7 +138,11 @@ class GnomeSession:
             # one after the other: the front end reads the backend's properties (cursor modes, device types)
             # when it starts, and remembers zeros if the backend is not there yet
             for daemon, name in PORTAL_DAEMONS:
-                self._spawn(daemon, [str(LIBEXEC / daemon)])
+                env = None
+                if daemon == "xdg-desktop-portal" and self.with_shortcuts:
+                    self.shortcuts = FakeShortcuts(self.bus_address)
+                    env = self.env(XDG_DESKTOP_PORTAL_DIR=str(self.shortcuts.portal_dir(self.workdir)))
+                self._spawn(daemon, [str(LIBEXEC / daemon)], env=env)
                 wait_until(lambda n=name, d=daemon: self.has_name(n) or self._alive(d), 20, f"{daemon} on the bus",
                            0.02)
 
@@ -162,6 +170,8 @@ class GnomeSession:
         return found
 
     def stop(self) -> None:
+        if self.shortcuts is not None:
+            self.shortcuts.close()
         for _, proc in reversed(self._procs):  # the portals, mutter, the sound server, then the bus
             if proc.poll() is None:
                 proc.terminate()
@@ -346,3 +356,76 @@ def decline_share_dialog(hands: MutterInput, timeout: float = 30.0) -> None:
     wait_until(lambda: _share_button(hands.screenshot(0.5)), timeout, "the portal's dialog", 0.05)
     hands.key(0xFF1B, True)
     hands.key(0xFF1B, False)
+
+
+class FakeShortcuts:
+    """A GlobalShortcuts portal backend (org.freedesktop.impl.portal.GlobalShortcuts) served from this process:
+    GNOME 43 has none, and the app's client of the real front end (xdg-desktop-portal) needs one to talk to.
+    It records the bindings it is asked for, and `activate()` plays the person pressing the shortcut."""
+
+    NAME = "org.deskhand.test.GlobalShortcuts"
+    IMPL = "org.freedesktop.impl.portal.GlobalShortcuts"
+
+    def __init__(self, bus_address: str) -> None:
+        import threading
+
+        from jeepney.bus_messages import message_bus
+        from jeepney.io.threading import open_dbus_connection
+
+        self.conn = open_dbus_connection(bus_address)
+        self.conn.send(message_bus.RequestName(self.NAME))
+        self.bound: list[tuple[str, str]] = []  # (shortcut id, preferred trigger)
+        self.sessions: list[str] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def portal_dir(self, workdir: Path) -> Path:
+        folder = workdir / "portals"
+        folder.mkdir(exist_ok=True)
+        shutil.copy("/usr/share/xdg-desktop-portal/portals/gnome.portal", folder)
+        (folder / "deskhand-test.portal").write_text(
+            f"[portal]\nDBusName={self.NAME}\nInterfaces={self.IMPL};\nUseIn=gnome\n")
+        return folder
+
+    def _serve(self) -> None:
+        from jeepney import MessageType, new_method_return
+
+        while not self._stopped.is_set():
+            try:
+                msg = self.conn.receive(timeout=0.2)
+            except TimeoutError:
+                continue
+            except Exception:  # the connection closed
+                return
+            if msg.header.message_type != MessageType.method_call:
+                continue
+            member = msg.header.fields.get(3)  # HeaderFields.member
+            if member == "CreateSession":
+                self.sessions.append(str(msg.body[1]))
+                reply = new_method_return(msg, "ua{sv}", (0, {}))
+            elif member == "BindShortcuts":
+                _, _, shortcuts, _, _ = msg.body
+                self.bound += [(sid, opts.get("preferred_trigger", ("s", ""))[1]) for sid, opts in shortcuts]
+                listed = [(sid, {"description": opts.get("description", ("s", "")), "trigger_description":
+                                 ("s", opts.get("preferred_trigger", ("s", ""))[1])}) for sid, opts in shortcuts]
+                reply = new_method_return(msg, "ua{sv}", (0, {"shortcuts": ("a(sa{sv})", listed)}))
+            elif member == "Get":
+                reply = new_method_return(msg, "v", (("u", 1),))
+            elif member == "GetAll":
+                reply = new_method_return(msg, "a{sv}", ({"version": ("u", 1)},))
+            else:
+                reply = new_method_return(msg)
+            self.conn.send(reply)
+
+    def activate(self, shortcut_id: str = "stop") -> None:
+        from jeepney import DBusAddress, new_signal
+
+        emitter = DBusAddress("/org/freedesktop/portal/desktop", interface=self.IMPL)
+        self.conn.send(new_signal(emitter, "Activated", "osta{sv}", (self.sessions[-1], shortcut_id,
+                                                                     int(time.time() * 1000), {})))
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(2)
+        self.conn.close()
