@@ -28,6 +28,9 @@ class ClickPad(QLabel):
         emit(event="pressed", button={Qt.LeftButton: "left", Qt.RightButton: "right",
                                       Qt.MiddleButton: "middle"}.get(ev.button(), "other"), x=p.x(), y=p.y())
 
+    def mouseDoubleClickEvent(self, ev: Any) -> None:
+        emit(event="double_clicked")
+
 
 class HeldKeys(QObject):
     """Which keys the app has seen go down and not up yet (a stuck key stays in the set)."""
@@ -40,9 +43,6 @@ class HeldKeys(QObject):
         if ev.type() in (QEvent.KeyPress, QEvent.KeyRelease) and not ev.isAutoRepeat() and obj.isWindowType():
             (self.held.add if ev.type() == QEvent.KeyPress else self.held.discard)(ev.key())
         return False
-
-    def mouseDoubleClickEvent(self, ev: Any) -> None:
-        emit(event="double_clicked")
 
 
 class DragSource(QLabel):

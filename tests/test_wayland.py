@@ -180,6 +180,8 @@ def test_a_model_space_click_lands_where_it_points(screen: Any, executor: Any, t
     assert pressed["button"] == "left" and (pressed["x"], pressed["y"]) == target.centre("pad") == outcome.points[0]
     executor.perform(Click(point, "pad", "right"), shot, CancelToken())
     assert target.wait_event("pressed")["button"] == "right"
+    executor.perform(Click(point, "pad", count=2), shot, CancelToken())
+    target.wait_event("double_clicked")
 
 
 def test_typing_reaches_the_window_from_the_first_key(screen: Any, executor: Any, target: Target) -> None:
