@@ -458,3 +458,51 @@ def test_a_global_shortcuts_portal_stops_a_run(tmp_path_factory: pytest.TempPath
         finally:
             stops.stop()
             portal.close()
+
+
+# ------------------------------------------------------------------------------------ the desktop app
+
+
+@pytest.mark.model
+def test_the_app_runs_on_wayland_and_deskhand_stop_stops_its_task(gnome: GnomeSession, hands: MutterInput,
+                                                                  target: Target, tmp_path: Any,
+                                                                  tiny_model_pair: Any) -> None:
+    """The app itself (QT_QPA_PLATFORM=wayland): it explains and asks for the screen, works on it with its
+    windows hidden from the screenshots, and `deskhand stop` (what a desktop shortcut runs) stops the task."""
+    from tests.engine_helpers import compact_profile
+
+    deskhand_bin = REPO / ".venv" / "bin" / "deskhand"
+    if not deskhand_bin.exists():
+        pytest.skip("needs the installed .venv/bin/deskhand")
+    base = tmp_path / "home"
+    (base / "config").mkdir(parents=True)
+    (base / "config" / "settings.json").write_text(json.dumps({
+        "text_model": str(tiny_model_pair.text), "mmproj": str(tiny_model_pair.mmproj),
+        "profile": str(compact_profile(tmp_path, max_tiles=1)), "context_size": 8192, "step_limit": 50,
+        "setup_done": True, "tray_notice_shown": True, "tile_budget": 1}))
+    env = gnome.env(DESKHAND_HOME=str(base), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    log = base / "logs" / "deskhand.log"
+
+    def logged(text: str) -> bool:
+        if app.poll() is not None:
+            raise AssertionError(f"deskhand exited ({app.returncode}): {log.read_text() if log.exists() else ''}")
+        return log.exists() and text in log.read_text(encoding="utf-8")
+
+    app = subprocess.Popen([str(deskhand_bin), "--dry-run", "Open the settings"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: logged("ready: the event loop runs"), 60, "the app to start", 0.1)
+        answer_share_dialog(hands, allow_control=False)  # a dry run only needs to see the screen
+        wait_until(lambda: logged("step 1"), 120, "the model's first step, from a screenshot", 0.1)
+        assert "notice: Deskhand will now ask to see the screen" in log.read_text(encoding="utf-8")
+        stop = subprocess.run([str(deskhand_bin), "stop"], env=env, capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop
+        wait_until(lambda: logged("run 1 finished: stopped"), 30, "the run to stop", 0.1)
+        app.terminate()
+        assert app.wait(30) == 0
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait(10)
+    text = log.read_text(encoding="utf-8")
+    assert "Deskhand quit cleanly" in text and "Traceback" not in text, text
