@@ -41,11 +41,6 @@ def open_capturer(config: CaptureConfig | None = None, hide: HideHook | None = N
     return Capturer(config, hide, desktop=PortalDesktop(session), source=PortalFrames(session))
 
 
-def can_control(capturer: Capturer) -> bool:
-    session = _session(capturer)
-    return session is None or bool(session.control)
-
-
 def open_stops(token: CancelToken, capturer: Capturer, config: StopsConfig | None = None) -> Stops:
     """The run's stops, started (X11: pynput listeners; Wayland: the stream's pointer and the portal shortcut)."""
     session = _session(capturer)

@@ -209,6 +209,7 @@ class Capturer:
         return self.layout
 
     def pointer(self) -> tuple[int, int] | None:
+        """Where the pointer is (input coordinates), where the platform can tell."""
         return self._desktop.pointer()
 
     def _check_thread(self) -> None:

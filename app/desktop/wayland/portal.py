@@ -178,9 +178,6 @@ class Portal:
         handle = self.router.filter(rule, queue=_Callback(lambda msg: handler(tuple(msg.body))))
         self._handles.append(handle)
 
-    def alive(self) -> bool:
-        return bool(self.router._rcv_thread.is_alive())
-
 
 def versions(portal: Portal) -> dict[str, int | None]:
     """The version of each portal interface Deskhand uses; None where the desktop does not offer it."""

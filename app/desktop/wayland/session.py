@@ -130,7 +130,6 @@ class ScreenSession:
         self.devices = 0
         self.cursor_mode = CURSOR_HIDDEN
         self.versions: dict[str, int] = {}
-        self.restored = False  # the portal remembered an earlier grant (no dialog this time)
         self._pointer_listeners: list[Callable[[int, int], None]] = []
         self._lock = threading.Lock()
         try:
@@ -176,7 +175,6 @@ class ScreenSession:
         except PortalDenied as exc:
             what = "see and control the screen" if self.control else "see the screen"
             raise PortalDenied(f"You did not allow Deskhand to {what}.", DENIED_TODO) from exc
-        self.restored = bool(token)
         if started.get("restore_token"):
             self.tokens.put(kind, str(started["restore_token"]))
         self.devices = int(started.get("devices", 0))
