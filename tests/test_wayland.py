@@ -469,17 +469,13 @@ def test_the_app_runs_on_wayland_and_deskhand_stop_stops_its_task(gnome: GnomeSe
                                                                   tiny_model_pair: Any) -> None:
     """The app itself (QT_QPA_PLATFORM=wayland): it explains and asks for the screen, works on it with its
     windows hidden from the screenshots, and `deskhand stop` (what a desktop shortcut runs) stops the task."""
-    from tests.engine_helpers import compact_profile
+    from tests.engine_helpers import write_model_settings
 
     deskhand_bin = REPO / ".venv" / "bin" / "deskhand"
     if not deskhand_bin.exists():
         pytest.skip("needs the installed .venv/bin/deskhand")
     base = tmp_path / "home"
-    (base / "config").mkdir(parents=True)
-    (base / "config" / "settings.json").write_text(json.dumps({
-        "text_model": str(tiny_model_pair.text), "mmproj": str(tiny_model_pair.mmproj),
-        "profile": str(compact_profile(tmp_path, max_tiles=1)), "context_size": 8192, "step_limit": 50,
-        "setup_done": True, "tray_notice_shown": True, "tile_budget": 1}))
+    write_model_settings(base, tiny_model_pair, tmp_path)
     env = gnome.env(DESKHAND_HOME=str(base), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
     log = base / "logs" / "deskhand.log"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,8 +19,10 @@ from app.desktop.wayland.session import StreamInfo, TokenStore, layout_of, parse
 from app.desktop.wayland.shortcuts import xdg_trigger
 from app.desktop.wayland.spa_pod import VideoFormat
 from app.domain import geometry
-from app.domain.actions import Point
+from app.domain.actions import Point, Write
+from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
+from app.domain.geometry import Layout, Monitor
 
 
 def test_the_cursor_metadata_request_fits_what_mutter_offers():
@@ -150,3 +153,27 @@ def test_restore_tokens_are_kept_privately(tmp_path):
     assert store.get("screencast") == ""
     store.put("screencast", "token-3")  # a broken file is replaced, not a reason to fail
     assert store.get("screencast") == "token-3"
+
+
+@dataclass(frozen=True)
+class Shot:
+    monitor: Monitor
+    layout: Layout
+
+
+def test_text_no_layout_can_type_is_refused_before_anything_is_typed():
+    """mutter drops a keysym no key of the layout produces (日 became nothing, é too on a US layout): characters
+    beyond Latin-1 are refused before the field is even clicked, instead of typing half the text."""
+    from app.desktop.executor import NO_DELAYS, InputExecutor
+
+    session = RecordingSession()
+    executor = InputExecutor(PortalInput(session), timing=NO_DELAYS)  # type: ignore[arg-type]
+    session.calls.clear()
+    layout = Layout((Monitor.of(1, 0, 0, 1280, 800),))
+    shot = Shot(layout.monitors[0], layout)
+    with pytest.raises(ActionError, match="cannot type “日本”"):
+        executor.perform(Write("Grüße 日本", clear=True, point=Point(500, 500)), shot, CancelToken())
+    assert session.calls == []
+    executor.perform(Write("Grüße", point=Point(500, 500)), shot, CancelToken())
+    typed = [args[0] for method, args in session.calls if method == "NotifyKeyboardKeysym" and args[1] == 1]
+    assert typed == [ord(c) for c in "Grüße"]

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.desktop import wait_until
+from tests.desktop import Started, end_process, wait_until
 
 LIBEXEC = Path("/usr/libexec")
 TOOLS = ("dbus-daemon", "pipewire", "wireplumber", "mutter")
@@ -50,7 +50,7 @@ def missing_wayland_tools() -> list[str]:
     return missing
 
 
-class GnomeSession:
+class GnomeSession(Started):
     """Headless mutter with `monitors` virtual monitors ("1280x800"), PipeWire and the portals."""
 
     def __init__(self, workdir: Path, monitors: Sequence[str] = ("1280x800",), portals: bool = True,
@@ -64,17 +64,6 @@ class GnomeSession:
         self.runtime = workdir / "run"
         self.bus_address = ""
         self._procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def __enter__(self) -> GnomeSession:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ environment
     def env(self, **extra: str) -> dict[str, str]:
@@ -173,13 +162,7 @@ class GnomeSession:
         if self.shortcuts is not None:
             self.shortcuts.close()
         for _, proc in reversed(self._procs):  # the portals, mutter, the sound server, then the bus
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc)
         self._procs.clear()
         for pid in self.session_pids():  # started by the bus on demand (at-spi, dconf, a GTK dialog helper)
             with contextlib.suppress(ProcessLookupError):

@@ -2,8 +2,8 @@
 
 Pointer positions are sent per stream in its logical coordinates (compositor units from the monitor's top-left),
 which is what the input coordinates of a Wayland layout are. Keys go as X keysyms; the compositor finds the key
-(and Shift or AltGr) in the active layout. GNOME 43 drops the first key event of a new session, so one harmless
-Shift tap is sent first.
+(and Shift or AltGr) in the active layout, and drops a keysym no key produces. GNOME 43 drops the first key event
+of a new session, so one harmless Shift tap is sent first.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from app.domain.errors import ActionError
 BUTTONS = {"left": 0x110, "right": 0x111, "middle": 0x112}  # linux/input-event-codes.h BTN_*
 AXIS_VERTICAL, AXIS_HORIZONTAL = 0, 1
 SHIFT_L = 0xFFE1
+UNICODE_KEYSYMS = 0x01000000  # keysyms for code points beyond Latin-1: in no ordinary layout
 
 
 def keysym(name: str) -> int:
@@ -92,6 +93,17 @@ class PortalInput:
 
     def key(self, name: str, down: bool, wait: Callable[[float], None]) -> None:
         self._key(keysym(name), down, name in MODIFIER_NAMES)
+
+    def untypable(self, text: str) -> None:
+        """ActionError before anything is typed when the text has characters no keyboard layout has a key for
+        (beyond Latin-1): the compositor would drop them silently. Latin-1 letters are sent; a layout without
+        them (é on a US layout) loses them too, which the next screenshot shows."""
+        missing = sorted({ch for ch in text if keysym(ch) >= UNICODE_KEYSYMS})
+        if missing:
+            shown = "".join(missing[:8]) + ("…" if len(missing) > 8 else "")
+            raise ActionError(f"Deskhand cannot type “{shown}” on Wayland: the desktop only presses keys of your "
+                              "keyboard layout, and no key makes these characters.",
+                              "Type the text another way (paste it), or use an Xorg session for such text.")
 
     def type_char(self, ch: str, wait: Callable[[float], None]) -> None:
         sym = keysym(ch)
