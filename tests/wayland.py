@@ -264,7 +264,7 @@ class MutterInput:
 
 
 # The portal's consent dialogs (xdg-desktop-portal-gnome 43, Adwaita colours), found on the screen by colour.
-ADWAITA_BLUE = (53, 132, 228)  # a suggested-action button ("Share"), a ticked check box
+ADWAITA_BLUE = (53, 132, 228)  # a suggested-action button ("Share"), a ticked check box, a switch that is on
 SHARE_DISABLED = (144, 183, 231)  # "Share" before a monitor is chosen
 SWITCH_OFF = (225, 225, 225)  # the track of a switch that is off
 WHITE = (255, 255, 255)  # a list row (a monitor to choose)
@@ -305,26 +305,46 @@ def _share_button(shot: Any) -> tuple[tuple[int, int, int, int], bool] | None:
     return min(found, key=lambda f: f[0][1]) if found else None
 
 
+def _switches_off(shot: Any, below: int) -> list[tuple[int, int, int, int]]:
+    return [b for b in _blobs(shot, SWITCH_OFF) if b[1] > below and 30 <= b[2] - b[0] <= 70]
+
+
+def _switch_on(shot: Any, switch: tuple[int, int, int, int]) -> bool:
+    """The switch's track is blue (on) rather than grey."""
+    x0, y0, x1, y1 = switch
+    return any(b[0] <= (x0 + x1) / 2 <= b[2] and b[1] <= (y0 + y1) / 2 <= b[3] for b in _blobs(shot, ADWAITA_BLUE, 100))
+
+
 def answer_share_dialog(hands: MutterInput, allow_control: bool, timeout: float = 30.0) -> None:
     """Act as the person in front of the screen: wait for the portal's dialog, choose the monitor if none is
     chosen, turn on "Allow remote interaction" when asked to, and press Share."""
     end = time.monotonic() + timeout
     hands.move(2, 400)  # off the dialog: a button under the pointer changes colour
-    while True:  # until the dialog is fully drawn (it fades in)
-        shot = hands.screenshot(0.5)
+    seen = None
+    while True:  # until the dialog is drawn and still (the same in two screenshots)
+        shot = hands.screenshot(0.3)
         share = _share_button(shot)
-        below = share[0][3] if share else 0
-        switches = [b for b in _blobs(shot, SWITCH_OFF) if b[1] > below and 30 <= b[2] - b[0] <= 70]
-        if share is not None and (switches or not allow_control):
+        switches = _switches_off(shot, share[0][3]) if share else []
+        found = (share, switches) if share is not None and (switches or not allow_control) else None
+        if found is not None and found == seen:
             break
+        seen = found
         if time.monotonic() > end:
             shot.save(f"/tmp/deskhand-no-dialog-{os.getpid()}.png")
             raise AssertionError(f"no portal dialog appeared within {timeout:g} s (screen saved in /tmp)")
-    if allow_control:
-        hands.click(*_centre(switches[-1]))
-        wait_until(lambda: switches[-1] not in _blobs(hands.screenshot(0.3), SWITCH_OFF), 5,
-                   "the switch to turn on", 0.05)
     box, enabled = share
+    if allow_control:
+        switch = switches[-1]
+        for _ in range(3):  # as a person would: click, look (pointer away: hover changes the colours), again
+            hands.click(*_centre(switch))
+            hands.move(2, 400)
+            look_until = time.monotonic() + 2
+            while not (on := _switch_on(hands.screenshot(0.3), switch)) and time.monotonic() < look_until:
+                time.sleep(0.05)
+            if on:
+                break
+        else:
+            raise AssertionError("the “Allow remote interaction” switch did not turn on")
     if not enabled:  # nothing chosen yet: choose the first monitor in the list
         rows = [b for b in _blobs(shot, WHITE, 2000) if b[1] > box[3] and b[2] - b[0] > 300]
         assert rows, "the dialog lists no monitor"
