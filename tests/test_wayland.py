@@ -23,14 +23,8 @@ from app.domain.actions import Click, KeyPress, Move, Point, Scroll, Write
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled
 from tests.desktop import REPO, SWATCH, Target, wait_until
-from tests.wayland import (
-    GnomeSession,
-    MutterInput,
-    answer_share_dialog,
-    decline_share_dialog,
-    missing_wayland_tools,
-    session_environment,
-)
+from tests.portal_dialogs import answer_share_dialog, decline_share_dialog
+from tests.wayland import GnomeSession, MutterInput, missing_wayland_tools, session_environment
 
 pytestmark = pytest.mark.wayland
 SIZE = (1280, 800)

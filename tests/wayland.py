@@ -4,7 +4,8 @@ in a private XDG_RUNTIME_DIR (what `dbus-run-session` does, with every PID kept)
 
 Every process started here carries a marker variable, and `stop()` ends whatever still carries it, by PID.
 The harness drives the session through mutter's own D-Bus API (`MutterInput`), which needs no consent: that is
-how a test answers the portal's consent dialog, the way a person would, while the app goes through the portal.
+how a test answers the portal's consent dialog (tests.portal_dialogs), as a person would, while the app goes through
+the portal.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class GnomeSession(Started):
         """`shortcuts`: add a GlobalShortcuts backend (FakeShortcuts) beside GNOME 43's, which has none."""
         self.workdir, self.monitors, self.portals = workdir, tuple(monitors), portals
         self.with_shortcuts = shortcuts
-        self.shortcuts: FakeShortcuts | None = None
+        self.shortcuts: Any = None  # tests.fake_shortcuts.FakeShortcuts
         self.marker = uuid.uuid4().hex
         self.wayland_display = f"deskhand-test-{self.marker[:8]}"
         self.runtime = workdir / "run"
@@ -129,6 +130,8 @@ class GnomeSession(Started):
             for daemon, name in PORTAL_DAEMONS:
                 env = None
                 if daemon == "xdg-desktop-portal" and self.with_shortcuts:
+                    from tests.fake_shortcuts import FakeShortcuts
+
                     self.shortcuts = FakeShortcuts(self.bus_address)
                     env = self.env(XDG_DESKTOP_PORTAL_DIR=str(self.shortcuts.portal_dir(self.workdir)))
                 self._spawn(daemon, [str(LIBEXEC / daemon)], env=env)
@@ -260,175 +263,4 @@ class MutterInput:
         with contextlib.suppress(Exception):
             self._call(self.rd, "Stop")
         self._socket.close()
-        self.conn.close()
-
-
-# The portal's consent dialogs (xdg-desktop-portal-gnome 43, Adwaita colours), found on the screen by colour.
-ADWAITA_BLUE = (53, 132, 228)  # a suggested-action button ("Share"), a ticked check box, a switch that is on
-SHARE_DISABLED = (144, 183, 231)  # "Share" before a monitor is chosen
-SWITCH_OFF = (225, 225, 225)  # the track of a switch that is off
-WHITE = (255, 255, 255)  # a list row (a monitor to choose)
-
-
-def _blobs(image: Any, rgb: tuple[int, int, int], min_pixels: int = 150) -> list[tuple[int, int, int, int]]:
-    """Bounding boxes (x0, y0, x1, y1) of the connected areas of exactly `rgb` (text and lines are too small)."""
-    import numpy as np
-
-    mask = np.all(np.asarray(image.convert("RGB")) == rgb, axis=2)
-    ys, xs = np.nonzero(mask)
-    left = {(int(x), int(y)) for x, y in zip(xs.tolist(), ys.tolist(), strict=True)}
-    boxes = []
-    while left:
-        todo = [left.pop()]
-        xs_, ys_ = [todo[0][0]], [todo[0][1]]
-        while todo:
-            x, y = todo.pop()
-            for n in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
-                if n in left:
-                    left.remove(n)
-                    todo.append(n)
-                    xs_.append(n[0])
-                    ys_.append(n[1])
-        if len(xs_) >= min_pixels:
-            boxes.append((min(xs_), min(ys_), max(xs_), max(ys_)))
-    return boxes
-
-
-def _centre(box: tuple[int, int, int, int]) -> tuple[float, float]:
-    return (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-
-
-def _share_button(shot: Any) -> tuple[tuple[int, int, int, int], bool] | None:
-    """The dialog's Share button (the top-most wide blue button) and whether it is enabled."""
-    found = [(b, True) for b in _blobs(shot, ADWAITA_BLUE) if b[2] - b[0] >= 50]
-    found += [(b, False) for b in _blobs(shot, SHARE_DISABLED) if b[2] - b[0] >= 50]
-    return min(found, key=lambda f: f[0][1]) if found else None
-
-
-def _switches_off(shot: Any, below: int) -> list[tuple[int, int, int, int]]:
-    return [b for b in _blobs(shot, SWITCH_OFF) if b[1] > below and 30 <= b[2] - b[0] <= 70]
-
-
-def _switch_on(shot: Any, switch: tuple[int, int, int, int]) -> bool:
-    """The switch's track is blue (on) rather than grey."""
-    x0, y0, x1, y1 = switch
-    return any(b[0] <= (x0 + x1) / 2 <= b[2] and b[1] <= (y0 + y1) / 2 <= b[3] for b in _blobs(shot, ADWAITA_BLUE, 100))
-
-
-def answer_share_dialog(hands: MutterInput, allow_control: bool, timeout: float = 30.0) -> None:
-    """Act as the person in front of the screen: wait for the portal's dialog, choose the monitor if none is
-    chosen, turn on "Allow remote interaction" when asked to, and press Share."""
-    end = time.monotonic() + timeout
-    hands.move(2, 400)  # off the dialog: a button under the pointer changes colour
-    seen = None
-    while True:  # until the dialog is drawn and still (the same in two screenshots)
-        shot = hands.screenshot(0.3)
-        share = _share_button(shot)
-        switches = _switches_off(shot, share[0][3]) if share else []
-        found = (share, switches) if share is not None and (switches or not allow_control) else None
-        if found is not None and found == seen:
-            break
-        seen = found
-        if time.monotonic() > end:
-            shot.save(f"/tmp/deskhand-no-dialog-{os.getpid()}.png")
-            raise AssertionError(f"no portal dialog appeared within {timeout:g} s (screen saved in /tmp)")
-    box, enabled = share
-    if allow_control:
-        switch = switches[-1]
-        for _ in range(3):  # as a person would: click, look (pointer away: hover changes the colours), again
-            hands.click(*_centre(switch))
-            hands.move(2, 400)
-            look_until = time.monotonic() + 2
-            while not (on := _switch_on(hands.screenshot(0.3), switch)) and time.monotonic() < look_until:
-                time.sleep(0.05)
-            if on:
-                break
-        else:
-            raise AssertionError("the “Allow remote interaction” switch did not turn on")
-    if not enabled:  # nothing chosen yet: choose the first monitor in the list
-        rows = [b for b in _blobs(shot, WHITE, 2000) if b[1] > box[3] and b[2] - b[0] > 300]
-        assert rows, "the dialog lists no monitor"
-        hands.click(*_centre(min(rows, key=lambda b: b[1])))
-        wait_until(lambda: (_share_button(hands.screenshot(0.3)) or (None, False))[1], 5, "Share to be enabled",
-                   0.05)
-    hands.click(*_centre(box))
-
-
-def decline_share_dialog(hands: MutterInput, timeout: float = 30.0) -> None:
-    """The person closes the dialog (Escape) instead of sharing."""
-    wait_until(lambda: _share_button(hands.screenshot(0.5)), timeout, "the portal's dialog", 0.05)
-    hands.key(0xFF1B, True)
-    hands.key(0xFF1B, False)
-
-
-class FakeShortcuts:
-    """A GlobalShortcuts portal backend (org.freedesktop.impl.portal.GlobalShortcuts) served from this process:
-    GNOME 43 has none, and the app's client of the real front end (xdg-desktop-portal) needs one to talk to.
-    It records the bindings it is asked for, and `activate()` plays the person pressing the shortcut."""
-
-    NAME = "org.deskhand.test.GlobalShortcuts"
-    IMPL = "org.freedesktop.impl.portal.GlobalShortcuts"
-
-    def __init__(self, bus_address: str) -> None:
-        import threading
-
-        from jeepney.bus_messages import message_bus
-        from jeepney.io.threading import open_dbus_connection
-
-        self.conn = open_dbus_connection(bus_address)
-        self.conn.send(message_bus.RequestName(self.NAME))
-        self.bound: list[tuple[str, str]] = []  # (shortcut id, preferred trigger)
-        self.sessions: list[str] = []
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def portal_dir(self, workdir: Path) -> Path:
-        folder = workdir / "portals"
-        folder.mkdir(exist_ok=True)
-        shutil.copy("/usr/share/xdg-desktop-portal/portals/gnome.portal", folder)
-        (folder / "deskhand-test.portal").write_text(
-            f"[portal]\nDBusName={self.NAME}\nInterfaces={self.IMPL};\nUseIn=gnome\n")
-        return folder
-
-    def _serve(self) -> None:
-        from jeepney import MessageType, new_method_return
-
-        while not self._stopped.is_set():
-            try:
-                msg = self.conn.receive(timeout=0.2)
-            except TimeoutError:
-                continue
-            except Exception:  # the connection closed
-                return
-            if msg.header.message_type != MessageType.method_call:
-                continue
-            member = msg.header.fields.get(3)  # HeaderFields.member
-            if member == "CreateSession":
-                self.sessions.append(str(msg.body[1]))
-                reply = new_method_return(msg, "ua{sv}", (0, {}))
-            elif member == "BindShortcuts":
-                _, _, shortcuts, _, _ = msg.body
-                self.bound += [(sid, opts.get("preferred_trigger", ("s", ""))[1]) for sid, opts in shortcuts]
-                listed = [(sid, {"description": opts.get("description", ("s", "")), "trigger_description":
-                                 ("s", opts.get("preferred_trigger", ("s", ""))[1])}) for sid, opts in shortcuts]
-                reply = new_method_return(msg, "ua{sv}", (0, {"shortcuts": ("a(sa{sv})", listed)}))
-            elif member == "Get":
-                reply = new_method_return(msg, "v", (("u", 1),))
-            elif member == "GetAll":
-                reply = new_method_return(msg, "a{sv}", ({"version": ("u", 1)},))
-            else:
-                reply = new_method_return(msg)
-            self.conn.send(reply)
-
-    def activate(self, shortcut_id: str = "stop") -> None:
-        from jeepney import DBusAddress, new_signal
-
-        emitter = DBusAddress("/org/freedesktop/portal/desktop", interface=self.IMPL)
-        self.conn.send(new_signal(emitter, "Activated", "osta{sv}", (self.sessions[-1], shortcut_id,
-                                                                     int(time.time() * 1000), {})))
-
-    def close(self) -> None:
-        self._stopped.set()
-        self._thread.join(2)
         self.conn.close()
