@@ -49,16 +49,27 @@ def missing_tools(*names: str) -> list[str]:
     return [n for n in names if shutil.which(n) is None]
 
 
-class XServer:
-    """A private Xvfb (never a developer's display), optionally split into monitors and run under jwm."""
+def end_process(proc: subprocess.Popen[Any], timeout: float = 5) -> None:
+    """Terminate a process we started, and kill it if it does not end in time."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
-    def __init__(self, workdir: Path, width: int = 1920, height: int = 1080,
-                 monitors: Sequence[str] = (), wm: bool = True) -> None:
-        self.workdir, self.size, self.monitors, self.wm = workdir, (width, height), monitors, wm
-        self.display = ""
-        self._procs: list[subprocess.Popen[bytes]] = []
 
-    def __enter__(self) -> XServer:
+class Started:
+    """A context manager over start() and stop(); stop() also runs when start() fails half-way."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: T) -> T:
         try:
             self.start()
         except BaseException:
@@ -68,6 +79,16 @@ class XServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class XServer(Started):
+    """A private Xvfb (never a developer's display), optionally split into monitors and run under jwm."""
+
+    def __init__(self, workdir: Path, width: int = 1920, height: int = 1080,
+                 monitors: Sequence[str] = (), wm: bool = True) -> None:
+        self.workdir, self.size, self.monitors, self.wm = workdir, (width, height), monitors, wm
+        self.display = ""
+        self._procs: list[subprocess.Popen[bytes]] = []
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
@@ -113,13 +134,7 @@ class XServer:
 
     def stop(self) -> None:
         for proc in reversed(self._procs):  # the WM first, then its server
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc)
         self._procs.clear()
 
 
@@ -182,10 +197,12 @@ def xdotool(server: XServer, *args: str) -> None:
 class Target:
     """The Qt target window, in its own process on the test's display."""
 
-    def __init__(self, server: XServer, at: tuple[int, int] = (200, 150), title: str = "Deskhand test target"):
+    def __init__(self, server: Any, at: tuple[int, int] | str = (200, 150), title: str = "Deskhand test target"):
+        """`server`: an XServer or a tests.wayland.GnomeSession (anything with env()); `at` may be "full"."""
         self.server = server
+        where = at if isinstance(at, str) else f"{at[0]},{at[1]}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.desktop", "target", f"{at[0]},{at[1]}", title],
+            [sys.executable, "-m", "tests.desktop", "target", where, title],
             cwd=REPO, env=server.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 
@@ -59,3 +60,11 @@ def make_engine(pair, profile: Path, **kw) -> LocalEngine:
                n_ubatch=512, max_tokens=400)
     cfg.update(kw)
     return LocalEngine(LocalEngineConfig(**cfg))
+
+
+def write_model_settings(base: Path, pair: Any, folder: Path, **extra: Any) -> None:
+    """A Deskhand home (`base`) set up with the tiny model pair and a compact profile (written to `folder`)."""
+    (base / "config").mkdir(parents=True, exist_ok=True)
+    (base / "config" / "settings.json").write_text(json.dumps({
+        "text_model": str(pair.text), "mmproj": str(pair.mmproj), "profile": str(compact_profile(folder)),
+        "context_size": 8192, "step_limit": 50, "setup_done": True, "tray_notice_shown": True, **extra}))

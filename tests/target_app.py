@@ -9,8 +9,8 @@ import json
 import sys
 from typing import Any
 
-from PySide6.QtCore import QMimeData, QSocketNotifier, Qt, QTimer
-from PySide6.QtGui import QColor, QDrag, QKeySequence, QPainter, QShortcut
+from PySide6.QtCore import QEvent, QMimeData, QObject, QSocketNotifier, Qt, QTimer
+from PySide6.QtGui import QColor, QDrag, QGuiApplication, QKeySequence, QPainter, QShortcut
 from PySide6.QtWidgets import QApplication, QFrame, QLabel, QLineEdit, QListWidget, QPushButton, QWidget
 
 from tests.desktop import SWATCH
@@ -21,14 +21,28 @@ def emit(**msg: Any) -> None:
 
 
 class ClickPad(QLabel):
-    """Reports every press with its button, and double clicks."""
+    """Reports every press with its button and where it landed (in the window), and double clicks."""
 
     def mousePressEvent(self, ev: Any) -> None:
+        p = self.mapTo(self.window(), ev.position().toPoint())
         emit(event="pressed", button={Qt.LeftButton: "left", Qt.RightButton: "right",
-                                      Qt.MiddleButton: "middle"}.get(ev.button(), "other"))
+                                      Qt.MiddleButton: "middle"}.get(ev.button(), "other"), x=p.x(), y=p.y())
 
     def mouseDoubleClickEvent(self, ev: Any) -> None:
         emit(event="double_clicked")
+
+
+class HeldKeys(QObject):
+    """Which keys the app has seen go down and not up yet (a stuck key stays in the set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: set[int] = set()
+
+    def eventFilter(self, obj: Any, ev: Any) -> bool:
+        if ev.type() in (QEvent.KeyPress, QEvent.KeyRelease) and not ev.isAutoRepeat() and obj.isWindowType():
+            (self.held.add if ev.type() == QEvent.KeyPress else self.held.discard)(ev.key())
+        return False
 
 
 class DragSource(QLabel):
@@ -96,6 +110,7 @@ class TargetWindow(QWidget):
         self.swatch = Swatch(self)
         self.swatch.setGeometry(560, 20, 200, 200)
         QShortcut(QKeySequence("Ctrl+Shift+K"), self, lambda: emit(event="shortcut", keys="ctrl+shift+k"))
+        self.keys: HeldKeys | None = None
         self.anim = QTimer(self)
         self.anim.timeout.connect(self._step)
         self.anim_left = 0
@@ -125,7 +140,9 @@ class TargetWindow(QWidget):
         if cmd == "state":
             focus = QApplication.focusWidget()
             return {"text": self.edit.text(), "scroll": self.list.verticalScrollBar().value(),
-                    "focus": next((n for n in ("edit", "button", "list") if getattr(self, n) is focus), None)}
+                    "focus": next((n for n in ("edit", "button", "list") if getattr(self, n) is focus), None),
+                    "held": sorted(self.keys.held) if self.keys else [],
+                    "modifiers": int(QGuiApplication.queryKeyboardModifiers().value)}
         if cmd == "set_text":
             self.edit.setText(msg["text"])
         elif cmd == "recolor":
@@ -147,11 +164,19 @@ class TargetWindow(QWidget):
 
 
 def run(at: str, title: str) -> int:
+    """`at` is where the window goes ("X,Y"), or "full": full screen, where a Wayland client knows its place."""
     app = QApplication(sys.argv[:1])
     win = TargetWindow(title)
-    x, y = (int(v) for v in at.split(","))
-    win.move(x, y)
-    win.show()
+    win.keys = HeldKeys()
+    app.installEventFilter(win.keys)
+    if at == "full":
+        win.setMinimumSize(0, 0)
+        win.setMaximumSize(16777215, 16777215)
+        win.showFullScreen()
+    else:
+        x, y = (int(v) for v in at.split(","))
+        win.move(x, y)
+        win.show()
     win.raise_()
     win.activateWindow()
     last: list[Any] = [None, 0]

@@ -30,11 +30,15 @@ def test_no_display_is_a_clear_capture_error(monkeypatch):
 
 
 def test_display_guard_messages():
-    wayland = check_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux")
-    assert not wayland.usable and "Wayland session without XWayland" in wayland.what and "Xorg" in wayland.todo
+    no_bus = check_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux")
+    assert (no_bus.usable, no_bus.session) == (False, "wayland") and "D-Bus session bus" in no_bus.what
+    for env in ({"WAYLAND_DISPLAY": "wayland-0"}, {"DISPLAY": ":1", "XDG_SESSION_TYPE": "wayland"}):
+        wayland = check_display({**env, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nowhere"}, "linux", connect=False)
+        assert (wayland.usable, wayland.session) == (True, "wayland") and "portals" in wayland.what
     dead = check_display({"DISPLAY": ":4242"}, "linux")
     assert (dead.usable, dead.session) == (False, "unreachable") and ":4242" in dead.what
-    xwayland = check_display({"DISPLAY": ":1", "XDG_SESSION_TYPE": "wayland"}, "linux", connect=False)
+    xwayland = check_display({"DISPLAY": ":1", "XDG_SESSION_TYPE": "wayland", "DESKHAND_DESKTOP": "x11"}, "linux",
+                             connect=False)
     assert xwayland.usable and "XWayland" in xwayland.warning
     assert check_display({}, "win32").usable and check_display({}, "darwin").usable
 

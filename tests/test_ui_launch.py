@@ -5,7 +5,6 @@ run that the next start marks interrupted."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 
 from app.agent.recorder import connect, list_runs, run_steps
 from tests.desktop import missing_tools, wait_until
-from tests.engine_helpers import compact_profile
+from tests.engine_helpers import write_model_settings
 
 pytestmark = pytest.mark.xdisplay
 REPO = Path(__file__).resolve().parents[1]
@@ -124,11 +123,7 @@ def test_the_launch_command_shows_the_window_takes_a_second_launchs_task_and_qui
 @pytest.mark.model
 def test_killing_the_process_mid_run_leaves_a_readable_interrupted_run(env, tmp_path, tiny_model_pair):
     base = tmp_path / "home"
-    (base / "config").mkdir(parents=True)
-    (base / "config" / "settings.json").write_text(json.dumps({
-        "text_model": str(tiny_model_pair.text), "mmproj": str(tiny_model_pair.mmproj),
-        "profile": str(compact_profile(tmp_path)), "context_size": 8192, "approval_policy": "auto_approve_safe",
-        "step_limit": 50, "setup_done": True, "tray_notice_shown": True}))
+    write_model_settings(base, tiny_model_pair, tmp_path, approval_policy="auto_approve_safe")
     app = App(base, env, "--dry-run", "Open the settings")
     try:
         app.wait_log("run 1 started")
@@ -156,3 +151,24 @@ def test_killing_the_process_mid_run_leaves_a_readable_interrupted_run(env, tmp_
     assert run["status"] == "interrupted" and "closed or crashed" in run["message"]
     assert run_steps(con, run["id"]) == steps_before  # every step recorded before the kill is still readable
     con.close()
+
+
+@pytest.mark.model
+def test_deskhand_stop_stops_the_running_instances_task(env, tmp_path, tiny_model_pair):
+    """What a desktop keyboard shortcut runs on Wayland (no program may listen for a global hotkey there)."""
+    base = tmp_path / "home"
+    write_model_settings(base, tiny_model_pair, tmp_path)
+    stop, stop_env = [str(DESKHAND), "stop"], {**env, "DESKHAND_HOME": str(base)}
+    nobody = subprocess.run(stop, env=stop_env, capture_output=True, text=True, timeout=60)
+    assert nobody.returncode == 1 and "not running" in nobody.stderr, nobody
+    app = App(base, env, "--dry-run", "Open the settings")
+    try:
+        app.wait_log("run 1 started")
+        stopped = subprocess.run(stop, env=stop_env, capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0 and "told to stop" in stopped.stdout, stopped
+        app.wait_log("run 1 finished: stopped")
+        assert app.window() and "message from another launch: stop" in app.log_text()
+        app.close_window()
+        assert app.wait(30) == 0, app.output()
+    finally:
+        app.kill()

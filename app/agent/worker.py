@@ -18,12 +18,13 @@ from app.agent.history_recovery import open_recorder
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
+from app.desktop.backend import open_capturer
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor, Executor
 from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled, DeskhandError
+from app.domain.errors import Cancelled, CaptureError, DeskhandError
 from app.domain.paths import Paths
 from app.domain.settings import Settings
 from app.engine.base import Engine
@@ -203,8 +204,9 @@ class AgentWorker:
             self.sink(ev.RunStarted(run_id, task))
             engine = self._ensure_engine(settings, run_id, token)
             cfg = run_config(settings)
-            if self._capturer is None:
-                self._capturer = Capturer(cfg.capture, hide=self.hide)
+            if self._capturer is None:  # on Wayland: the portal session (its consent dialog, explained first)
+                self._capturer = open_capturer(cfg.capture, hide=self.hide, control=not self.dry_run,
+                                               explain=lambda text: self.sink(ev.Notice(run_id, text)))
             capturer = self._capturer
             capturer.config = cfg.capture
             executor, guard = self._executor(token, capturer, settings)
@@ -213,6 +215,10 @@ class AgentWorker:
         except Cancelled as exc:
             self._fail(run_id, "stopped", stopped_message(exc))
         except DeskhandError as exc:
+            if isinstance(exc, CaptureError) and self._capturer is not None:  # e.g. screen sharing was stopped:
+                with contextlib.suppress(Exception):                         # the next run opens a new one
+                    self._capturer.close()
+                self._capturer = None
             self._fail(run_id, "failed", str(exc))
         except Exception as exc:  # a bug: say so, keep the worker alive for the next run
             log.exception("run %s failed", run_id)
@@ -244,11 +250,15 @@ class AgentWorker:
             return self.executor_factory(token, capturer, settings)
         if self.dry_run:
             return DryRunExecutor(), None
-        from app.desktop.executor import pynput_executor
-        from app.desktop.stops import Stops, StopsConfig
+        from app.desktop.backend import open_executor, open_stops
+        from app.desktop.stops import StopsConfig
 
-        stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
-        return pynput_executor(guard=stops, held_file=self.paths.data / HELD_FILE), stops
+        stops = open_stops(token, capturer, StopsConfig(panic_hotkey=settings.panic_hotkey))
+        try:
+            return open_executor(capturer, guard=stops, held_file=self.paths.data / HELD_FILE), stops
+        except BaseException:
+            stops.stop()
+            raise
 
     def _fail(self, run_id: int, outcome: str, message: str) -> None:
         if self._recorder is not None and run_id:

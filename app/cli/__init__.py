@@ -12,6 +12,7 @@ MODULES = (
     "app.cli.capture_cmd",
     "app.cli.do_cmd",
     "app.cli.run_cmd",
+    "app.cli.stop_cmd",
     "app.cli.setup_cmd",
     "app.cli.model_cmd",
     "app.cli.doctor_cmd",

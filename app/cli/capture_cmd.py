@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from app.desktop.backend import open_capturer as open_session_capturer
 from app.desktop.capture import Capturer, Which
 from app.desktop.display import check_display, declare_dpi_awareness
 from app.domain.errors import DeskhandError
@@ -31,15 +32,16 @@ def parse_monitor(value: str | None) -> Which:
     return number
 
 
-def open_capturer() -> Capturer:
-    """The display guard first (it explains a missing or Wayland display), then a capturer."""
+def open_capturer(control: bool = False) -> Capturer:
+    """The display guard first (it explains a missing display), then a capturer (on Wayland: the portal session,
+    asking for the mouse and keyboard too with `control`)."""
     status = check_display()
     if not status.usable:
         raise status.error()
     if status.warning:
         print(f"deskhand: warning: {status.warning}", file=sys.stderr)
     declare_dpi_awareness()
-    return Capturer()
+    return open_session_capturer(control=control, explain=lambda text: print(f"deskhand: {text}", file=sys.stderr))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -12,10 +12,11 @@ from typing import Any
 
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
-from app.desktop.capture import Screenshot, StaleTargetError
-from app.desktop.executor import DryRunExecutor, Executor, Outcome, pynput_executor
+from app.desktop.backend import open_executor, open_stops, stop_ways
+from app.desktop.capture import Capturer, Screenshot, StaleTargetError
+from app.desktop.executor import DryRunExecutor, Executor, Outcome
 from app.desktop.held_input import HELD_FILE
-from app.desktop.stops import Stops, UserInputDetected, hotkey_label
+from app.desktop.stops import UserInputDetected, hotkey_label
 from app.domain.actions import action_from_tool_call
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
@@ -74,16 +75,23 @@ def stop_on_signals(token: CancelToken, got: list[int]) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _perform(action: Any, shot: Screenshot, token: CancelToken, dry_run: bool) -> Outcome:
+def _perform(action: Any, shot: Screenshot, capturer: Capturer, token: CancelToken, dry_run: bool) -> Outcome:
     if dry_run:
         return DryRunExecutor().perform(action, shot, token)
     held = default_paths().ensure().data / HELD_FILE
-    with Stops(token, shot.layout) as stops:
-        executor: Executor = pynput_executor(stops, held_file=held)
+    stops = open_stops(token, capturer)
+    try:
+        ways = stop_ways(stops)  # None: the usual stops (X11, Windows, macOS)
+        print("Acting now; " + (" or ".join([*ways, "press Ctrl+C here"]) if ways is not None else
+                                f"press {hotkey_label(PolicyConfig().panic_hotkey)} or push the mouse into a "
+                                "screen corner") + " to stop.", file=sys.stderr)
+        executor: Executor = open_executor(capturer, stops, held_file=held)
         try:
             return executor.perform(action, shot, token)
         finally:
             executor.close()
+    finally:
+        stops.stop()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             raise DeskhandError(f"ACTION_JSON is not valid JSON: {exc}",
                                 'Quote it for the shell, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from exc
         which = parse_monitor(args.monitor)
-        with open_capturer() as capturer:
+        with open_capturer(control=not args.dry_run) as capturer:
             shot = capturer.grab(which)
             action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call, by_person=True)
             description = action.describe(shot.locator())
@@ -113,11 +121,8 @@ def run(args: argparse.Namespace) -> int:
                     print("Nothing was done.", file=sys.stderr)
                     return 1
                 capturer.ensure_unchanged(shot, action)  # the screen had time to change while we asked
-            if not args.dry_run:
-                print(f"Acting now; press {hotkey_label(PolicyConfig().panic_hotkey)} or push the mouse into a "
-                      "screen corner to stop.", file=sys.stderr)
             with stop_on_signals(token, signals):
-                outcome = _perform(action, shot, token, args.dry_run)
+                outcome = _perform(action, shot, capturer, token, args.dry_run)
     except KeyboardInterrupt:
         token.cancel()
         return 130

@@ -2,7 +2,8 @@
 
 One `Capturer` per thread: mss handles belong to the thread that made them (the agent's worker). The UI's `hide`
 hook (a callable returning a context manager) is entered around every grab, so Deskhand's own windows never
-reach the model.
+reach the model. Pixels come from a frame source: mss (X11, Windows, macOS) unless one is given (Wayland: the
+screen-cast portal, app.desktop.wayland).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from PIL import Image, ImageChops
 
@@ -113,20 +114,28 @@ def changed_fraction(a: Image.Image, b: Image.Image, tolerance: int) -> float:
     return sum(largest.histogram()[tolerance + 1:]) / (a.width * a.height)
 
 
-class Capturer:
-    """Owns the mss handle of the thread that creates it."""
+class FrameSource(Protocol):
+    """Where the pixels come from: the monitors, and one monitor's picture now."""
 
-    def __init__(self, config: CaptureConfig | None = None, hide: HideHook | None = None,
-                 desktop: DesktopInfo | None = None, display: str | None = None) -> None:
-        self.config = config or CaptureConfig()
-        self.hide = hide
+    def monitors(self) -> Layout: ...
+
+    def grab(self, monitor: Monitor, since: float | None) -> tuple[Image.Image, bytes | bytearray]:
+        """The monitor's pixels (and the raw bytes they came from); `since`: time.monotonic() when Deskhand's
+        windows were hidden (the hide hook's value), for sources whose frames may lag behind the screen."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MssFrames:
+    """mss: grabs on demand; one handle per thread that uses it."""
+
+    def __init__(self, display: str | None = None) -> None:
         self._display = display
-        self._owner = threading.get_ident()
-        self._sct, self.layout = self._open()
-        self._desktop = desktop if desktop is not None else open_desktop_info(display)
+        self._sct: Any = None
 
-    def _open(self) -> tuple[Any, Layout]:
-        """A new mss handle and the monitors it sees (mss reads them once per handle)."""
+    def monitors(self) -> Layout:
+        """A new mss handle and the monitors it sees (mss reads them once per handle; a few milliseconds)."""
         import mss
 
         try:
@@ -137,13 +146,51 @@ class Capturer:
             monitors = sct.monitors
             if len(monitors) < 2:
                 raise CaptureError("No monitor was found.", "Check that a screen is connected and switched on.")
-            return sct, Layout.from_mss(monitors)
+            layout = Layout.from_mss(monitors)
         except mss.ScreenShotError as exc:
             sct.close()
             raise capture_error(exc) from exc
         except BaseException:
             sct.close()
             raise
+        if self._sct is not None:
+            self._sct.close()
+        self._sct = sct
+        return layout
+
+    def grab(self, monitor: Monitor, since: float | None) -> tuple[Image.Image, bytes | bytearray]:
+        import mss
+
+        region = {"left": monitor.left, "top": monitor.top, "width": monitor.width, "height": monitor.height}
+        try:
+            shot = self._sct.grab(region)
+        except mss.ScreenShotError as exc:
+            raise capture_error(exc) from exc
+        return Image.frombuffer("RGB", shot.size, shot.raw, "raw", "BGRX", 0, 1), shot.raw
+
+    def close(self) -> None:
+        if self._sct is not None:
+            self._sct.close()
+            self._sct = None
+
+
+class Capturer:
+    """Owns the frame source (the mss handle) of the thread that creates it."""
+
+    def __init__(self, config: CaptureConfig | None = None, hide: HideHook | None = None,
+                 desktop: DesktopInfo | None = None, display: str | None = None,
+                 source: FrameSource | None = None) -> None:
+        self.config = config or CaptureConfig()
+        self.hide = hide
+        self._owner = threading.get_ident()
+        self.source: FrameSource = source if source is not None else MssFrames(display)
+        self._hidden_since: float | None = None
+        try:
+            self.layout = self.source.monitors()
+        except BaseException:
+            self.source.close()
+            raise
+        self._desktop = desktop if desktop is not None else open_desktop_info(display)
 
     def __enter__(self) -> Capturer:
         return self
@@ -152,16 +199,18 @@ class Capturer:
         self.close()
 
     def close(self) -> None:
-        self._sct.close()
+        self.source.close()
         self._desktop.close()
 
     def refresh_layout(self) -> Layout:
-        """Re-read the monitors (a monitor may have been plugged in): a new handle, a few milliseconds."""
+        """Re-read the monitors (a monitor may have been plugged in)."""
         self._check_thread()
-        fresh, self.layout = self._open()
-        self._sct.close()
-        self._sct = fresh
+        self.layout = self.source.monitors()
         return self.layout
+
+    def pointer(self) -> tuple[int, int] | None:
+        """Where the pointer is (input coordinates), where the platform can tell."""
+        return self._desktop.pointer()
 
     def _check_thread(self) -> None:
         if threading.get_ident() != self._owner:
@@ -182,20 +231,20 @@ class Capturer:
         if self.hide is None:
             yield
         else:
-            with self.hide():
-                yield
+            outer = self._hidden_since is None
+            try:
+                with self.hide() as hidden_at:  # when Deskhand's windows went away (None: nothing to hide)
+                    if outer and isinstance(hidden_at, float):
+                        self._hidden_since = hidden_at
+                    yield
+            finally:
+                if outer:
+                    self._hidden_since = None
 
-    def _raw(self, monitor: Monitor) -> tuple[Image.Image, bytearray]:
-        import mss
+    def _raw(self, monitor: Monitor) -> tuple[Image.Image, bytes | bytearray]:
+        return self.source.grab(monitor, self._hidden_since)
 
-        region = {"left": monitor.left, "top": monitor.top, "width": monitor.width, "height": monitor.height}
-        try:
-            shot = self._sct.grab(region)
-        except mss.ScreenShotError as exc:
-            raise capture_error(exc) from exc
-        return Image.frombuffer("RGB", shot.size, shot.raw, "raw", "BGRX", 0, 1), shot.raw
-
-    def _observation(self, monitor: Monitor, image: Image.Image, raw: bytearray) -> Screenshot:
+    def _observation(self, monitor: Monitor, image: Image.Image, raw: bytes | bytearray) -> Screenshot:
         if self.config.refuse_black_frames and image.getbbox() is None:  # no pixel above zero
             raise black_frame_error(monitor.label())
         digest = hashlib.sha256(f"{image.width}x{image.height}:".encode())
@@ -269,5 +318,5 @@ class Capturer:
                                        "The step will be proposed again from a new screenshot.")
 
 
-__all__ = ["CaptureConfig", "CaptureError", "Capturer", "HideHook", "Screenshot", "Settled", "StaleTargetError",
-           "TargetCheck", "changed_fraction"]
+__all__ = ["CaptureConfig", "CaptureError", "Capturer", "FrameSource", "HideHook", "MssFrames", "Screenshot", "Settled",
+           "StaleTargetError", "TargetCheck", "changed_fraction"]

@@ -1,7 +1,8 @@
 """Can Deskhand see and drive this desktop? Checked before importing pynput or creating a QApplication.
 
 pynput connects to X at import time (ImportError without a display), Qt's xcb plugin aborts the process, and mss
-has no Wayland support, so every entry point asks `check_display()` first and shows its message.
+has no Wayland support, so every entry point asks `check_display()` first and shows its message. A Wayland
+session is driven through the desktop portals instead (app.desktop.wayland), unless DESKHAND_DESKTOP=x11.
 Capture problems found later (mss errors, black frames, macOS permissions) become CaptureError here too.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from app.domain.errors import CaptureError, DeskhandError
 
 XORG_TODO = "Log out and choose an Xorg session at the login screen (e.g. “GNOME on Xorg” or “Plasma (X11)”)."
+BACKEND_ENV = "DESKHAND_DESKTOP"  # "x11": XWayland only on a Wayland session; "wayland": the portals anyway
 MACOS_CAPTURE_TODO = ("Allow Deskhand under System Settings › Privacy & Security › Screen Recording, "
                       "then quit and restart Deskhand.")
 MACOS_INPUT_TODO = "Allow Deskhand under System Settings › Privacy & Security › Accessibility, then restart it."
@@ -62,9 +64,30 @@ def _x_reachable(name: str) -> str:
         return exc.strerror or str(exc)
 
 
+def wayland_session(environ: Mapping[str, str] | None = None, platform: str | None = None) -> bool:
+    """A Linux Wayland session, which Deskhand drives through the desktop portals (unless forced onto X11)."""
+    env = os.environ if environ is None else environ
+    choice = env.get(BACKEND_ENV, "").lower()
+    if not (sys.platform if platform is None else platform).startswith("linux") or choice == "x11":
+        return False
+    return choice == "wayland" or bool(env.get("WAYLAND_DISPLAY")) or \
+        env.get("XDG_SESSION_TYPE", "").lower() == "wayland"
+
+
+def _wayland_status(env: Mapping[str, str]) -> DisplayStatus:
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if not env.get("DBUS_SESSION_BUS_ADDRESS") and not (runtime and os.path.exists(os.path.join(runtime, "bus"))):
+        return DisplayStatus(False, "wayland", "This is a Wayland session without a D-Bus session bus: Deskhand "
+                             "reaches the screen through the desktop portals, which need it.",
+                             "Start Deskhand from your desktop session (its menu or a terminal inside it).")
+    name = env.get("WAYLAND_DISPLAY") or "wayland-0"
+    return DisplayStatus(True, "wayland", f"Wayland session ({name}): Deskhand sees and controls the screen "
+                         "through the desktop portals (ScreenCast, RemoteDesktop); the desktop asks you first.")
+
+
 def check_display(environ: Mapping[str, str] | None = None, platform: str | None = None,
                   connect: bool = True) -> DisplayStatus:
-    """What this session allows: screen capture, input injection and global hotkeys need X11 on Linux."""
+    """What this session allows: X11 (mss, pynput) or Wayland (the desktop portals) on Linux."""
     env = os.environ if environ is None else environ
     plat = sys.platform if platform is None else platform
     if plat.startswith("win"):
@@ -73,12 +96,14 @@ def check_display(environ: Mapping[str, str] | None = None, platform: str | None
         no_input = plat == sys.platform and macos_input_allowed() is False
         return DisplayStatus(True, "macos", "macOS desktop.", warning=(
             "Deskhand may not use the mouse and keyboard yet. " + MACOS_INPUT_TODO) if no_input else "")
+    if wayland_session(env, plat):
+        return _wayland_status(env)
     display = env.get("DISPLAY", "")
     wayland = bool(env.get("WAYLAND_DISPLAY")) or env.get("XDG_SESSION_TYPE", "").lower() == "wayland"
     if not display:
         if wayland:
-            return DisplayStatus(False, "wayland", "This is a Wayland session without XWayland: Deskhand cannot "
-                                 "capture the screen or use the mouse and keyboard.", XORG_TODO)
+            return DisplayStatus(False, "wayland", f"This is a Wayland session without XWayland, and "
+                                 f"{BACKEND_ENV}=x11 asks for the X11 backend.", f"Unset {BACKEND_ENV}.")
         return DisplayStatus(False, "none", "There is no graphical display (DISPLAY is not set): screen capture "
                              "and mouse/keyboard control are unavailable.",
                              "Run Deskhand inside your desktop session, or set DISPLAY to a running X server.")
@@ -87,8 +112,9 @@ def check_display(environ: Mapping[str, str] | None = None, platform: str | None
                              "Check that the desktop session is still running and that DISPLAY is right.")
     if wayland:
         return DisplayStatus(True, "xwayland", f"Wayland session; Deskhand works through XWayland ({display}).",
-                             warning="Only XWayland windows can be seen and controlled (screenshots of native "
-                                     "Wayland windows come out black). " + XORG_TODO)
+                             warning=f"{BACKEND_ENV}=x11: only XWayland windows can be seen and controlled "
+                                     "(screenshots of native Wayland windows come out black). Unset it to use the "
+                                     "desktop portals instead.")
     return DisplayStatus(True, "x11", f"X11 display {display}.")
 
 

@@ -204,6 +204,9 @@ class InputExecutor:
         self._button("left", False)
 
     def _write(self, action: Write, at: tuple[int, int] | None) -> None:
+        refuse = getattr(self.backend, "untypable", None)  # a backend that cannot type every character says so
+        if refuse is not None:
+            refuse(action.text)
         if at is not None:
             self._click_at(*at)
             self._wait(self.timing.hover_s)

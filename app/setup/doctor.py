@@ -80,7 +80,7 @@ def check_gpu_and_llama(r: GPUReport) -> list[Check]:
 
 
 def check_display_and_capture() -> list[Check]:
-    from app.desktop.display import XORG_TODO, check_display
+    from app.desktop.display import check_display
 
     status = check_display()
     names = {"x11": "X11", "xwayland": "Wayland (XWayland)", "wayland": "Wayland", "none": "none",
@@ -88,17 +88,16 @@ def check_display_and_capture() -> list[Check]:
     label = f"{names.get(status.session, status.session)}: {status.what}"
     out = []
     if not status.usable:
-        if status.session == "wayland":
-            label += (" On Wayland, pynput cannot inject input, and capturing the screen needs the desktop portal, "
-                      "which Deskhand does not use yet.")
         out.append(Check("Display server", FAIL, label, status.todo))
         out.append(Check("Screen capture", SKIP, "not tried: no usable display", status.todo))
         out.append(Check("Mouse and keyboard", SKIP, "not tried: no usable display", status.todo))
         return out
+    if status.session == "wayland":
+        from app.setup.wayland_checks import wayland_checks
+
+        return [Check("Display server", OK, label), *wayland_checks()]
     if status.session == "xwayland":
-        out.append(Check("Display server", WARN, f"{label} pynput cannot inject input into native Wayland windows, "
-                         "and capturing them needs the desktop portal, which Deskhand does not use yet.",
-                         XORG_TODO, required=False))
+        out.append(Check("Display server", WARN, label, status.warning, required=False))
     else:
         out.append(Check("Display server", OK, label))
     out.append(_capture_check())

@@ -206,9 +206,13 @@ class Application(QObject):
         if not self.start_task(task):
             self.main.show_and_raise()
 
-    def queue_instance_task(self, msg: dict[str, Any]) -> bool:
-        """A later launch's task while a run goes on: it waits in the queue the status area shows; no window is
-        raised (that would take the keyboard from the window a step types into). False: not for the queue."""
+    def take_without_raising(self, msg: dict[str, Any]) -> bool:
+        """What a later launch asks that needs no window, taken at once even while a step acts: `deskhand stop`
+        stops the run; a task during a run waits in the queue the status area shows (raising a window would take
+        the keyboard from the window a step types into). False: it waits until no step acts."""
+        if msg.get("cmd") == "stop":
+            self.presenter.stop()
+            return True
         task = str(msg.get("task") or "").strip()
         if msg.get("cmd") != "task" or not task or not self.presenter.running:
             return False
@@ -216,8 +220,12 @@ class Application(QObject):
         return True
 
     def handle_instance_message(self, msg: dict[str, Any]) -> None:
-        """A later `deskhand` launch: bring the window forward, and start its task if it brought one."""
+        """A later `deskhand` launch: bring the window forward, and start its task if it brought one;
+        `deskhand stop` (a desktop shortcut, on Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
+        if msg.get("cmd") == "stop":
+            self.presenter.stop()
+            return
         if not self.presenter.main_stepped_aside:  # not back over the target of a step that waits
             self.main.show_and_raise()
         task = str(msg.get("task") or "").strip()

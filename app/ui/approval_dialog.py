@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QWidget,
@@ -51,8 +51,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
         self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
-        self.screen_marker = True  # the draggable cross-hair on the real screen exists (not where windows cannot
-        # be placed at a point of the screen, as on Wayland): the hint names the one marker there is
+        # the draggable cross-hair on the real screen exists (not where windows cannot be placed at a point of the
+        # screen, as on Wayland: see overlay.py): the hint names the one marker there is
+        self.screen_marker = QGuiApplication.platformName() != "wayland"
         self.build_form(self)
         self._wire()
         self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)

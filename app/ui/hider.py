@@ -54,10 +54,11 @@ class WindowHider(QObject):
 
     # ------------------------------------------------------------------ worker thread
     @contextlib.contextmanager
-    def hook(self) -> Iterator[None]:
-        """Entered by the capturer around each grab and each action, on the worker thread."""
+    def hook(self) -> Iterator[float | None]:
+        """Entered by the capturer around each grab and each action, on the worker thread. Gives the moment
+        (time.monotonic()) the windows were hidden, None when there was nothing to hide."""
         if self.closing.is_set():
-            yield
+            yield None
             return
         answered = threading.Event()
         got: dict[str, Any] = {}
@@ -79,7 +80,7 @@ class WindowHider(QObject):
                 wait_unmapped(got["ids"], self.timeout_s)
             if got:
                 time.sleep(max(0.0, got["at"] + self.grace_s - time.monotonic()))
-            yield
+            yield got.get("at")  # when the windows went away: a screen cast may show them a little longer
         finally:
             self._restore_requested.emit()
 

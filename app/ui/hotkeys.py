@@ -19,6 +19,10 @@ from app.domain.hotkey_spec import label
 
 log = logging.getLogger("deskhand.ui.hotkeys")
 
+WAYLAND_HOTKEY = ("On Wayland no program may listen for a global hotkey itself. To open Deskhand from the keyboard, "
+                  "bind a shortcut to the command `deskhand` in your desktop's settings (GNOME: Settings › "
+                  "Keyboard › Keyboard Shortcuts › Custom Shortcuts); one for `deskhand stop` stops a task.")
+
 
 class GlobalHotkey(QObject):
     triggered = Signal()
@@ -39,6 +43,11 @@ class GlobalHotkey(QObject):
         problem = hotkey_problem(spec)
         if problem:
             self.failed.emit(f"The quick-task shortcut is not set up: {problem}")
+            return
+        from app.desktop.display import wayland_session
+
+        if wayland_session():  # pynput would listen to XWayland only, and never hear the keys
+            self.failed.emit(WAYLAND_HOTKEY)
             return
         threading.Thread(target=self._start, args=(spec,), name="deskhand-hotkey-start", daemon=True).start()
 

@@ -59,11 +59,11 @@ def _stop_on_signals(quit_fn: object) -> object:
 def listen_to_later_launches(server: Any, app: Any) -> Any:
     """A later `deskhand` is heard once no step acts and no run goes on: its window must not take the keyboard
     focus from the window a step types into (the report's defect 5). A task it brings during a run joins the
-    visible queue at once, raising nothing."""
+    visible queue at once, raising nothing, and `deskhand stop` stops the run at once."""
     from app.ui.single_instance import HeldWhileBusy
 
     held = HeldWhileBusy(app.handle_instance_message, lambda: bool(app.hider.hidden or app.host.busy), app,
-                         quietly=app.queue_instance_task)
+                         quietly=app.take_without_raising)
     server.received.connect(held.receive)
     return held
 

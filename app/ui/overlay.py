@@ -52,8 +52,12 @@ class TargetOverlay(QWidget):
 
     def point_at(self, x: int, y: int, label: str = "", away_from: QRect | None = None) -> None:
         """Show the marker centred on (x, y), input coordinates, with a few words beside it: on the side away
-        from `away_from` (the approval dialog) and inside the screen."""
+        from `away_from` (the approval dialog) and inside the screen. Not on Wayland: a window cannot be put at
+        a place of the screen there (GNOME has no layer-shell), so the approval dialog's screenshot and close-up
+        carry the marker alone."""
         self.target = (x, y)
+        if QGuiApplication.platformName() == "wayland":
+            return
         self._words, self._away = label, away_from
         label = label if len(label) <= 40 else label[:37] + "…"
         self._label = f"{label} · {DRAG_HINT}" if label else DRAG_HINT

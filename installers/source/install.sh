@@ -39,11 +39,21 @@ fi
 # ------------------------------------------------------------------ system packages (Debian/Ubuntu)
 need_pkgs="libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxcb-xfixes0 libxcb-shm0 libegl1 libgl1 libfontconfig1 libglib2.0-0 \
-libdbus-1-3 fonts-dejavu-core cmake"
+libdbus-1-3 fonts-dejavu-core cmake libpipewire-0.3-0"
 if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then need_pkgs="$need_pkgs python3-venv"; fi
+if [ "${XDG_SESSION_TYPE:-}" = wayland ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
+  # Wayland: the screen and input go through the desktop portals (app/desktop/wayland)
+  need_pkgs="$need_pkgs xdg-desktop-portal"
+  case "${XDG_CURRENT_DESKTOP:-}" in
+    *GNOME*) need_pkgs="$need_pkgs xdg-desktop-portal-gnome" ;;
+    *KDE*) need_pkgs="$need_pkgs xdg-desktop-portal-kde" ;;
+  esac
+fi
 if [ "$MODE" = test ]; then
-  # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests.
-  need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils"
+  # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests;
+  # a headless GNOME session (mutter, PipeWire, the portals) for the Wayland tests (about 310 MB).
+  need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils \
+mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon"
 fi
 if command -v dpkg-query >/dev/null; then
   missing=""

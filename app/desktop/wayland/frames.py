@@ -1,0 +1,99 @@
+"""The screen-cast session as the capturer's frame source, and as its "desktop info" (the pointer position).
+
+The compositor sends a frame when the screen changes, so a grab takes the latest frame. Right after Deskhand hid
+its own windows (the hide hook says when), the frame that shows them gone may still be on its way: a grab then
+takes the newest frame once the compositor pauses, waiting at most until FRESH_FRAME_S after the hiding. A
+Wayland client cannot list the other windows, so the list is empty.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PIL import Image
+
+from app.desktop.wayland.pipewire import Frame, PipeWireStream
+from app.desktop.wayland.session import ScreenSession
+from app.desktop.windows import WindowInfo
+from app.domain.errors import CaptureError
+from app.domain.geometry import Layout, Monitor
+
+FRESH_FRAME_S = 0.8  # how long after hiding a frame may still show Deskhand
+MIN_LAG_S = 0.3  # a frame sent sooner may not show the hiding yet (measured 65-250 ms: headless mutter, 2 busy cores)
+QUIET_S = 0.04  # then no new frame for this long: the screen has caught up
+
+
+def frame_image(frame: Frame) -> Image.Image:
+    mode = frame.format.raw_mode
+    if mode is None:
+        raise CaptureError(f"The screen cast sends pixels in a format Deskhand cannot read ({frame.format.format}).",
+                           "Report this, with your desktop's name and version.")
+    return Image.frombuffer("RGB", frame.size, frame.data, "raw", mode, frame.stride, 1)
+
+
+class PortalFrames:
+    """A FrameSource over the portal session's streams (one per shared monitor). Owns the session."""
+
+    def __init__(self, session: ScreenSession, fresh_s: float = FRESH_FRAME_S) -> None:
+        self.session, self.fresh_s = session, fresh_s
+        self._waited: dict[int, float] = {}  # stream -> the hiding it already waited for
+
+    def monitors(self) -> Layout:
+        return self.session.layout()
+
+    def _frame(self, index: int, since: float | None) -> Frame:
+        stream = self.session.pipewire[index - 1]
+        frame = stream.latest
+        if since is not None and self._waited.get(index) != since and time.monotonic() < since + self.fresh_s:
+            self._waited[index] = since
+            frame = self._fresh(stream, frame, since, since + self.fresh_s)
+        if frame is None:
+            raise CaptureError("The screen cast has sent no picture yet.", "Wake the screen, then try again.")
+        return frame
+
+    @staticmethod
+    def _fresh(stream: PipeWireStream, frame: Frame | None, since: float, deadline: float) -> Frame | None:
+        """Newer frames until the compositor has had MIN_LAG_S to show the hiding and then pauses for QUIET_S
+        (a static screen), or until the deadline (a moving one)."""
+        while (left := deadline - (now := time.monotonic())) > 0:
+            timeout = min(left, max(now, since + MIN_LAG_S) - now + QUIET_S)
+            newer = stream.wait_frame(frame.seq if frame else 0, timeout)
+            if newer is None:
+                break
+            frame = newer
+        return frame or stream.latest
+
+    def grab(self, monitor: Monitor, since: float | None) -> tuple[Image.Image, bytes | bytearray]:
+        if monitor.index != 0:
+            frame = self._frame(monitor.index, since)
+            return frame_image(frame), frame.data
+        return self._union(monitor, since)
+
+    def _union(self, union: Monitor, since: float | None) -> tuple[Image.Image, bytes | bytearray]:
+        """All shared monitors in one picture, at one pixel per compositor unit."""
+        canvas = Image.new("RGB", (union.width, union.height))
+        for m in self.session.layout().monitors:
+            image = frame_image(self._frame(m.index, since))
+            if image.size != (m.width, m.height):
+                image = image.resize((m.width, m.height), Image.Resampling.BOX)
+            canvas.paste(image, (m.left - union.left, m.top - union.top))
+        return canvas, canvas.tobytes()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class PortalDesktop:
+    """DesktopInfo on Wayland: no window list; the pointer from the streams' cursor metadata."""
+
+    def __init__(self, session: ScreenSession) -> None:
+        self.session = session
+
+    def windows(self) -> tuple[WindowInfo, ...]:
+        return ()
+
+    def pointer(self) -> tuple[int, int] | None:
+        return self.session.pointer()
+
+    def close(self) -> None:
+        pass  # the frame source closes the session
