@@ -22,6 +22,7 @@ from app.agent.approval import Decision, DecisionGate
 from app.agent.loop import RunConfig, run_task
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder, connect, run_steps
+from app.agent.trajectory import RecordingEngine, Trajectory
 from app.desktop.capture import CaptureConfig, Capturer, StaleTargetError
 from app.desktop.executor import DryRunExecutor
 from app.domain import events as ev
@@ -186,21 +187,29 @@ def test_typed_passwords_and_answers_to_password_questions_are_redacted_in_the_r
               {"tool_name": "ask_user", "question": "What is your bank password?"},
               {"tool_name": "write", "content": answer, "element": "PIN", "x": 300, "y": 350},
               {"tool_name": "answer", "content": "Signed in."}]
-    rig = Rig(tmp_path, script)
+    model = ScriptedEngine(script, keep_images=False)
+    trajectory = Trajectory(tmp_path / "trajectory", {"task": "sign in"})  # a headless run's record, too
+    rig = Rig(tmp_path, script, engine=RecordingEngine(model, trajectory))  # type: ignore[arg-type]
 
     def decide(e: ev.Event) -> None:
+        trajectory.on_event(e)
         if isinstance(e, ev.StepProposed) and e.needs_decision:
             kind = "answer" if e.step == 2 else "approve"
             rig.gate.resolve(e.step, Decision(kind, feedback=answer if kind == "answer" else ""))
 
     rig.on_event = decide
-    assert rig.run().outcome == "answered"
-    assert rig.engine.feedback[2] == f"The user answered: {answer}"  # the model still got it
+    done = rig.run()
+    assert done.outcome == "answered"
+    assert model.feedback[2] == f"The user answered: {answer}"  # the model still got it
     con = connect(rig.paths.database)
     dump = json.dumps([dict(r) for r in con.execute("SELECT * FROM steps")] +
                       [dict(r) for r in con.execute("SELECT * FROM runs")])
     con.close()
     assert secret not in dump and answer not in dump and "[redacted]" in dump
+    trajectory.finish(done.outcome, done.message)
+    lines = trajectory.path.read_text(encoding="utf-8")
+    assert lines.count('"type": "step"') == 4
+    assert secret not in lines and answer not in lines and "[redacted]" in lines
 
 
 # ------------------------------------------------------------------ the loop behaviours planted bugs got past

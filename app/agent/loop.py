@@ -201,7 +201,7 @@ class Run:
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
                          self.proposed, window)
-        self.keep_secret(action, window)
+        self.keep_secret(st.n, action, window)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
         self.proposed.append(action)
@@ -220,14 +220,14 @@ class Run:
             self.auto_approve = decision.auto_approve_safe
         return self.apply(st, obs, p, decision, rec, auto=verdict.kind == "auto")
 
-    def keep_secret(self, action: Action, window: Any, answer: str = "") -> None:
+    def keep_secret(self, step: int, action: Action, window: Any, answer: str = "") -> None:
         """Text typed into a password-like field (or the answer to a question about one) is not recorded."""
         if not sensitive(action, self.proposed, window, self.cfg.policy.rules):
             return
-        if isinstance(action, Write) and action.text.strip():
-            self.secrets.add(action.text)
-        if answer.strip():
-            self.secrets.add(answer)
+        texts = tuple(t for t in (action.text if isinstance(action, Write) else "", answer) if t.strip())
+        if texts:
+            self.secrets.update(texts)
+            self.publish(ev.SecretNoted(self.run_id, step, texts))
 
     def ask(self, st: _Step, obs: Observation, p: Proposal) -> Decision:
         if self.cfg.prefetch:
@@ -266,14 +266,14 @@ class Run:
         if d.kind == "edit":  # the record judges what is performed, not what was proposed
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
                             st.shot.target_window(action))
-            self.keep_secret(action, st.shot.target_window(action))
+            self.keep_secret(st.n, action, st.shot.target_window(action))
             final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
                             reason=f"{final.reason} Edited: {judged.reason}")
         if isinstance(action, Answer):
             self.record(final)
             return self.finish("answered", action.text, "The model finished the task.", st.n)
         if isinstance(action, AskUser):
-            self.keep_secret(action, None, d.feedback)
+            self.keep_secret(st.n, action, None, d.feedback)
             self.record(final)
             return f"The user answered: {d.feedback}" if d.feedback else "The user did not answer."
         if isinstance(action, Wait):

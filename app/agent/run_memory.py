@@ -23,23 +23,31 @@ def let_go_of_old_images(history: list[PastStep], kept: int) -> None:
         history[old] = replace(past, observation=replace(past.observation, image=None))
 
 
-def redact(rec: StepRecord, secrets: set[str]) -> StepRecord:
-    """The record without the run's secrets (the model and the approval dialog still saw them)."""
+def without_secrets(value: Any, secrets: set[str]) -> Any:
+    """`value` (text, or JSON-like lists and dicts of it) with every secret, in any form the raw JSON answer may
+    hold it, replaced by "[redacted]"."""
     if not secrets:
-        return rec
+        return value
     forms = secrets | {json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets}  # as the raw JSON answer has it
     forms |= {json.dumps(s)[1:-1] for s in secrets}
     ordered = sorted(forms, key=len, reverse=True)
 
-    def clean(value: Any) -> Any:
-        if isinstance(value, str):
+    def clean(v: Any) -> Any:
+        if isinstance(v, str):
             for secret in ordered:
-                value = value.replace(secret, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
+                v = v.replace(secret, REDACTED)
+            return v
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
 
-    return replace(rec, **{f: clean(getattr(rec, f)) for f in _TEXT_FIELDS})
+    return clean(value)
+
+
+def redact(rec: StepRecord, secrets: set[str]) -> StepRecord:
+    """The record without the run's secrets (the model and the approval dialog still saw them)."""
+    if not secrets:
+        return rec
+    return replace(rec, **{f: without_secrets(getattr(rec, f), secrets) for f in _TEXT_FIELDS})

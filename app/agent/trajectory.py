@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.actions import tool_call_of
 from app.domain.cancel import CancelToken
@@ -52,6 +53,7 @@ class Trajectory:
         self._names: dict[str, str] = {}  # screenshot digest -> file name
         self._step: dict[str, Any] | None = None
         self._attempts: dict[int, int] = {}
+        self._secrets: set[str] = set()  # as in the history: typed into password-like fields, never written
         self.steps_written = 0
         self._write({"type": "run", "format": FORMAT, "started_at": time.time(), **header})
 
@@ -62,6 +64,7 @@ class Trajectory:
     def _write(self, line: dict[str, Any]) -> None:
         if self._file is None:
             return
+        line = without_secrets(line, self._secrets)
         self._file.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -112,6 +115,9 @@ class Trajectory:
             self._step = None
 
     def on_event(self, e: ev.Event) -> None:
+        if isinstance(e, ev.SecretNoted):  # redacted from this step's line on (it is written at the step's end)
+            self._secrets.update(e.texts)
+            return
         if isinstance(e, ev.ScreenCaptured):
             self._begin(e.step)
             if self._step is not None:

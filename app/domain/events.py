@@ -50,6 +50,15 @@ class TokensStreamed(Event):
 
 
 @dataclass(frozen=True)
+class SecretNoted(Event):
+    """Text the run keeps out of its records (typed into a password-like field, or the answer to a question about
+    one): the history stores it as "[redacted]", and so must every other record of the run (a trajectory)."""
+
+    step: int
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StepProposed(Event):
     """A proposal, with everything the approval dialog shows. `needs_decision` is False when the policy
     approved it automatically (the UI only shows it)."""
