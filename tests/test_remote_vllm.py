@@ -223,3 +223,17 @@ def test_feedback_can_name_the_tool_the_previous_answer_called(tmp_path):
     msgs = build_messages(load_profile(tmp_path / "p.json"), "Task", screenshot(1, feedback="Done."),
                           [PastStep(screenshot(0), answer)])
     assert '<tool_output tool="scroll">\nDone.\n</tool_output>' in msgs[-1]["content"][0]["text"]
+
+
+def test_a_holo31_server_gets_the_holo31_profile_when_the_profile_is_auto():
+    holo = load_profile("holo31")
+    with FakeVLLM(model="Hcompany/Holo-3.1-4B") as srv:
+        e = RemoteEngine(RemoteEngineConfig(url=srv.url, client=FAST))  # profile "auto", the default
+        e.load(None, CancelToken())
+        e.propose("Open the menu", screenshot(0), [], CancelToken())
+        body = srv.chats[-1]
+        e.close()
+    assert e.profile.name == holo.name and body["model"] == "Hcompany/Holo-3.1-4B"
+    assert body["messages"][0]["content"].startswith(holo.rendered_system_prompt().strip()[:200])
+    assert "mm_processor_kwargs" not in body  # Holotron's tiles are no Qwen-VL processor argument
+    assert body["structured_outputs"] == {"json": holo.output_schema()}

@@ -6,6 +6,7 @@ it is written for. "auto" picks the profile whose family holds the text model's 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from app.domain.errors import DeskhandError, ModelFileError
@@ -26,6 +27,12 @@ def families() -> dict[str, Family]:
 
 def profile_for_architecture(arch: str) -> str | None:
     return next((name for name, fam in families().items() if arch in fam.text_architectures), None)
+
+
+def profile_for_served_model(model: str) -> str | None:
+    """The profile for a model a server serves, by its name ("Hcompany/Holo-3.1-4B" → holo31); None: unknown."""
+    return next((name for name, fam in families().items()
+                 if any(re.search(p, model, re.IGNORECASE) for p in fam.served_names)), None)
 
 
 def family_of_projector(projector: str) -> Family | None:

@@ -27,6 +27,7 @@ class Family:
     text_architectures: tuple[str, ...]  # general.architecture of the text model
     projector: str  # clip.projector_type of the mmproj
     mrope: bool  # image tokens take 2-D (M-RoPE) positions through mtmd's helper
+    served_names: tuple[str, ...] = ()  # regular expressions for the model names a server serves it under
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
             name=_need(data, "name", str, path),
             title=data.get("title", data["name"]),
             family=Family(str(family["name"]), tuple(family["text_architectures"]), str(family["projector"]),
-                          bool(family.get("mrope", False))),
+                          bool(family.get("mrope", False)), tuple(family.get("served_names", ()))),
             chat=ChatLayout(**chat),
             reasoning=_thinking(data.get("thinking", False)),
             image=_image(image),

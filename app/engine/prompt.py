@@ -95,7 +95,8 @@ def visible_answer(profile: Profile, raw: str) -> str:
     return raw.split(end)[-1].lstrip("\n")
 
 
-def _tool_of(answer: str) -> str:
+def tool_of(answer: str) -> str:
+    """The tool an answer called (feedback templates may name it: Holo's `<tool_output tool=\"click\">`)."""
     try:
         call = json.loads(answer).get("tool_call") or {}
         return str(call.get("tool_name") or "action")
@@ -107,7 +108,7 @@ def _observation(b: _Builder, profile: Profile, step: int, obs: Observation, kee
                  previous: str = "") -> None:
     # the feedback template goes in whole, its {feedback} (the user's words, the outcome) kept as plain text
     marker = "\x00feedback\x00"
-    feedback = _fill(profile.feedback_template.replace("{feedback}", marker), tool=_tool_of(previous)) \
+    feedback = _fill(profile.feedback_template.replace("{feedback}", marker), tool=tool_of(previous)) \
         if obs.feedback else ""
     head, _, tail = _fill(profile.observation_template, step=str(step), feedback=feedback).partition("{image}")
     b.add(Boundary(step, "observation"))

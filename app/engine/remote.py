@@ -20,8 +20,9 @@ from app.domain.errors import DeskhandError, ProposalError
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
 from app.engine.answer import parse_answer
 from app.engine.base import ProgressFn, TextFn
+from app.engine.family import profile_for_served_model
 from app.engine.grammar import grammar_for_schema
-from app.engine.profile import DEFAULT_PROFILE, Profile, load_profile
+from app.engine.profile import AUTO_PROFILE, DEFAULT_PROFILE, FALLBACK_PROFILE, Profile, load_profile
 from app.engine.remote_client import ClientOptions, ServerClient
 from app.engine.remote_endpoint import Endpoint, parse_endpoint
 from app.engine.remote_errors import RemoteError
@@ -77,6 +78,8 @@ class RemoteEngine:
     def _connect(self, client: ServerClient, progress: ProgressFn | None, token: CancelToken) -> EngineInfo:
         server = detect(client, token, self.config.model, self.config.structured)
         self.model = self._choose_model(server)
+        if self.config.profile == AUTO_PROFILE:  # the profile of the model the server serves, by its name
+            self.profile = load_profile(profile_for_served_model(self.model) or FALLBACK_PROFILE)
         if server.structured is None:
             raise RemoteError(f"The server at {self.endpoint.base_url} ({server.describe()}) supports no structured "
                               "output Deskhand knows (vLLM structured_outputs, response_format json_schema, a GBNF "

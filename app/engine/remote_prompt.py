@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from PIL import Image
 
 from app.domain.proposal import Observation, PastStep
 from app.engine.profile import Profile
-from app.engine.prompt import _fill, _summary_of
+from app.engine.prompt import _fill, _summary_of, tool_of
 
 IMAGE_REF = "deskhand-screenshot:"
 Part = dict[str, Any]
@@ -42,15 +41,6 @@ def _text(s: str) -> Part:
 
 def image_part(digest: str) -> Part:
     return {"type": "image_url", "image_url": {"url": IMAGE_REF + digest}}
-
-
-def tool_of(answer: str) -> str:
-    """The tool an answer called (feedback templates may name it: Holo's `<tool_output tool="click">`)."""
-    try:
-        call = json.loads(answer).get("tool_call") or {}
-        return str(call.get("tool_name") or "action")
-    except (ValueError, AttributeError):
-        return "action"
 
 
 def observation_parts(profile: Profile, step: int, obs: Observation, keep_image: bool,
