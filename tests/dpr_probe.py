@@ -50,7 +50,7 @@ def main(x: int, y: int) -> int:
     hit[max(fy, 0):max(fy + fh, 0), max(fx, 0):max(fx + fw, 0)] = False  # the dialog's close-up has a marker too
     ys, xs = np.nonzero(hit)
     px = list(zip(xs.tolist(), ys.tolist(), strict=True))
-    keep = dialog._avoid
+    keep = dialog.avoid
     print(json.dumps({
         "dpr": dpr, "marker_pixels": len(px),
         "marker_centre": [sum(p[0] for p in px) / max(len(px), 1), sum(p[1] for p in px) / max(len(px), 1)],

@@ -210,31 +210,28 @@ class Application(QObject):
         """What a later launch asks that needs no window, taken at once even while a step acts: `deskhand stop`
         stops the run; a task during a run waits in the queue the status area shows (raising a window would take
         the keyboard from the window a step types into). False: it waits until no step acts."""
-        if msg.get("cmd") == "stop":
-            self.presenter.stop()
-            return True
         task = str(msg.get("task") or "").strip()
-        if msg.get("cmd") != "task" or not task or not self.presenter.running:
-            return False
-        self.queue.add(task)
-        return True
+        if msg.get("cmd") == "stop" or (msg.get("cmd") == "task" and task and self.presenter.running):
+            self.handle_instance_message(msg)  # raises no window in these two cases
+            return True
+        return False
 
     def handle_instance_message(self, msg: dict[str, Any]) -> None:
-        """A later `deskhand` launch: bring the window forward, and start its task if it brought one;
-        `deskhand stop` (a desktop shortcut, on Wayland): stop the run, and bring nothing forward."""
+        """A later `deskhand` launch: bring the window forward, and start its task if it brought one (during a
+        run, the task waits in the queue and nothing comes forward); `deskhand stop` (a desktop shortcut, on
+        Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
+        task = str(msg.get("task") or "").strip()
         if msg.get("cmd") == "stop":
             self.presenter.stop()
-            return
-        if not self.presenter.main_stepped_aside:  # not back over the target of a step that waits
-            self.main.show_and_raise()
-        task = str(msg.get("task") or "").strip()
-        if msg.get("cmd") == "task" and task:
-            if self.presenter.running:
-                self.queue.add(task)
-                return
-            self.main.set_task(task)
-            self.start_task(task)
+        elif msg.get("cmd") == "task" and task and self.presenter.running:
+            self.queue.add(task)
+        else:
+            if not self.presenter.main_stepped_aside:  # not back over the target of a step that waits
+                self.main.show_and_raise()
+            if msg.get("cmd") == "task" and task:
+                self.main.set_task(task)
+                self.start_task(task)
 
     def refresh_recent(self) -> None:
         self.background.run(self.store.recent, self.main.set_recent, lambda exc: log.warning("recent tasks: %s", exc))
