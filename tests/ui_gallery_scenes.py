@@ -221,6 +221,10 @@ def windows(cam: Any, app: Application, paths: Paths) -> None:
                                                                     Qt.KeyboardModifier.ControlModifier
                                                                     | Qt.KeyboardModifier.AltModifier))
         cam.snap(f"settings-{tabs.tabText(i).lower().replace(' ', '-')}", dialog)
+    tabs.setCurrentIndex(0)
+    dialog.engine.choice.setCurrentIndex(dialog.engine.choice.findData("remote"))
+    dialog.engine.url.setText("https://gpu-server.example:8000/v1")
+    cam.snap("settings-general-a-model-server-of-yours", dialog)
     dialog.close()
     app.open_history()
     history: Any = app.history

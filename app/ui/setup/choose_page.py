@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QUrl, Slot
+from PySide6.QtCore import Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -84,6 +84,8 @@ class ChoosePage(QWizardPage):
         dl = QVBoxLayout(self.download_box)
         dl.setContentsMargins(20, 0, 0, 0)
         self.entry_combo = QComboBox()
+        self.entry_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.entry_combo.setMinimumContentsLength(30)  # long model names must not widen the page past the window
         self.entry_combo.currentIndexChanged.connect(self._entry_changed)
         self.entry_info = label()
         self.entry_info.setOpenExternalLinks(False)
@@ -91,8 +93,8 @@ class ChoosePage(QWizardPage):
         self.how_label = label()
         self.how_label.setStyleSheet("QLabel { background: palette(base); padding: 6px; }")
         self.how_label.hide()
-        self.unverified_box = QCheckBox("Download files that have no checksum in Deskhand's catalog (they are still "
-                                        "checked against the one the download site publishes)")
+        self.unverified_box = QCheckBox("Download files that have no checksum in Deskhand's catalog")
+        self.unverified_box.setToolTip("They are still checked against the checksum the download site publishes.")
         self.unverified_box.toggled.connect(self._update_buttons)
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
         self.get_button = QPushButton("Get Holotron-12B…")  # the conversion page (convert_page.py)
@@ -107,7 +109,7 @@ class ChoosePage(QWizardPage):
             buttons.addWidget(b)
         self.download_reason = label(rich=False)  # why Download is greyed out, when it is
         self.download_reason.setStyleSheet(f"color: {WARN_COLOUR};")
-        buttons.addWidget(self.download_reason, 1)
+        buttons.addStretch(1)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.setFormat("%p %")
@@ -119,7 +121,8 @@ class ChoosePage(QWizardPage):
         for widget in top:
             dl.addWidget(widget)
         dl.addLayout(buttons)
-        bottom: tuple[QWidget, ...] = (self.progress_bar, self.progress_label, self.download_status)
+        bottom: tuple[QWidget, ...] = (self.download_reason, self.progress_bar, self.progress_label,
+                                       self.download_status)
         for widget in bottom:
             dl.addWidget(widget)
         token_row = QHBoxLayout()
@@ -144,6 +147,7 @@ class ChoosePage(QWizardPage):
         scroll = QScrollArea()
         scroll.setWidget(inner)
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # texts wrap to the window
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -280,7 +284,7 @@ class ChoosePage(QWizardPage):
         if not sel[0].downloadable(sel[1]):
             return "No download address is published for this model (see “How to get the files”)."
         if unverified_files(*sel) and not self.unverified_box.isChecked():
-            return "To download it, tick the box above: its files have no published checksum."
+            return "To download it, tick the box above: its files have no checksum in Deskhand's catalog."
         return ""
 
     # ------------------------------------------------------------------ existing files
