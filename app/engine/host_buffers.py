@@ -9,29 +9,32 @@ build, or another platform) the buffers are ordinary memory, still reused.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import logging
 import os
 from typing import Any
 
 log = logging.getLogger("deskhand.engine")
+_PORTABLE = 1  # cudaHostAllocPortable
 
 
 def _loaded_cudart() -> Any:
-    """The CUDA runtime library this process has already mapped (through llama.cpp), or None."""
+    """The CUDA runtime library this process has already mapped (through llama.cpp), else one the loader finds
+    (a llama.cpp that linked the runtime statically), or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            paths = {line.split()[-1] for line in f if "libcudart.so" in line}
+            paths = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
     except OSError:
-        return None
-    for path in sorted(paths):
-        if os.path.basename(path).startswith("libcudart.so"):
-            try:
-                lib = ctypes.CDLL(path)
-                lib.cudaHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
-                lib.cudaFreeHost.argtypes = [ctypes.c_void_p]
-                return lib
-            except (OSError, AttributeError):
-                continue
+        paths = []
+    found = ctypes.util.find_library("cudart")
+    for path in [p for p in paths if os.path.basename(p).startswith("libcudart.so")] + ([found] if found else []):
+        try:
+            lib = ctypes.CDLL(path)
+            lib.cudaHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
+            lib.cudaFreeHost.argtypes = [ctypes.c_void_p]
+            return lib
+        except (OSError, AttributeError):
+            continue
     return None
 
 
@@ -58,7 +61,8 @@ class HostBuffers:
         self.allocated += 1
         if self._pin and self._cudart is not None:
             ptr = ctypes.c_void_p()
-            if self._cudart.cudaHostAlloc(ctypes.byref(ptr), size, 0) == 0 and ptr.value:
+            # portable: pinned for every CUDA context, whichever runtime instance allocated it
+            if self._cudart.cudaHostAlloc(ctypes.byref(ptr), size, _PORTABLE) == 0 and ptr.value:
                 self._pinned.append(ptr)
                 return (ctypes.c_uint8 * size).from_address(ptr.value)
             log.info("pinned host memory refused (%d bytes): checkpoints use ordinary memory", size)
