@@ -78,8 +78,9 @@ def test_forced_text_of_a_click():
 
 def test_checkpoint_buffers_are_reused_by_size():
     pool = HostBuffers(pinned=True)
-    assert not pool.pinned  # no CUDA runtime in this process: ordinary memory
     a = pool.take(1000)
+    assert not pool.pinned  # no GPU here: ordinary memory
+    a[999] = 7
     pool.give_back(a)
     assert pool.take(1000) is a and pool.take(10) is not a
     assert (pool.allocated, pool.reused) == (2, 1)
