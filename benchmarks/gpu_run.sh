@@ -7,7 +7,8 @@
 #   bash benchmarks/gpu_run.sh wait N   # wait up to N seconds for it to finish, printing progress
 #
 # The Holo3.1 family (qwen35): FIXTURE=qwen35_models PRESET=9b (or 4b) BENCH_ARGS="--thinking both", which measures
-# the steps with reasoning off and on (its budget) in the same run.
+# the steps with reasoning off and on (its budget) in the same run. CUDA_WHEELS=DIR reuses a CUDA wheel an earlier
+# run built there (a second model on the same machine), instead of building it again.
 #
 # It expects in .dev/ (ignored by git, carried to the machine): lcp-src.tgz (shared/tools/strip-sdist.sh),
 # build-cuda-wheel.sh, whl/*.whl (gguf, diskcache for Python 3.12), cpu/llama_cpp_python-*.whl (a CPU build,
@@ -27,6 +28,8 @@ run_all() {
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/cpu" .dev/cpu/*.whl
   if [ "${CPU_ONLY:-0}" = 1 ]; then  # a dry run of this script on a machine without a GPU
     cp .dev/cpu/*.whl "$WORK/wheels/"; ( true ) & build=$!
+  elif [ -n "${CUDA_WHEELS:-}" ]; then  # built by an earlier run on this machine
+    cp "$CUDA_WHEELS"/llama_cpp_python-*.whl "$WORK/wheels/"; ( true ) & build=$!
   else
     ( bash .dev/build-cuda-wheel.sh .dev/lcp-src.tgz "$WORK/wheels" >"$WORK/build.log" 2>&1 ) & build=$!
   fi
@@ -42,7 +45,8 @@ run_all() {
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/cuda" "$WORK"/wheels/llama_cpp_python-*.whl
   echo "$(date +%T) benchmark starting" >>"$LOGS/progress"
   PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -m benchmarks.engine_step \
-    --model "$text" --mmproj "$mmproj" --out "$WORK/results" ${BENCH_ARGS:-} >"$LOGS/bench.log" 2>&1
+    --model "$text" --mmproj "$mmproj" --out "$WORK/results" ${BENCH_ARGS:-} >"$LOGS/bench.log" 2>&1 \
+    || { echo "$(date +%T) benchmark failed" >>"$LOGS/progress"; tail -30 "$LOGS/bench.log" >>"$LOGS/progress"; }
   # the command line on the same files: one proposal from a real screenshot-sized image, on the GPU
   PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -c 'from PIL import Image; Image.new("RGB", (1920, 1080), (90, 120, 160)).save("'"$WORK"'/screen.png")'
   PYTHONPATH="$WORK/cuda:$WORK/common:$ROOT" "$PY" -m app propose --model "$text" --mmproj "$mmproj" \

@@ -15,9 +15,11 @@ from app.engine.profile import load_profile
 
 
 def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles: int = 12,
-                    base: str = "holotron-12b", thinking: int | None = None) -> Path:
+                    base: str = "holotron-12b", thinking: int | None = None, drop: str = "sliding",
+                    fast_forward: bool | None = None) -> Path:
     """A real profile with short string limits, so a random model's answers stay a few dozen tokens.
-    `thinking`: a reasoning budget in tokens (0: thinking off), for profiles that think."""
+    `thinking`: a reasoning budget in tokens (0: thinking off), for profiles that think. `drop`: the image budget's
+    policy ("sliding": the last `budget` screenshots; "blocks"). `fast_forward`: the profile's unless given."""
     data = json.loads(load_profile(base).source.read_text(encoding="utf-8"))
     out = data["output"]
     out["note"]["maxLength"] = chars
@@ -36,13 +38,15 @@ def compact_profile(folder: Path, *, chars: int = 6, budget: int = 3, max_tiles:
                 spec["maxLength"] = chars
             if spec.get("items", {}).get("maxLength"):
                 spec["items"]["maxLength"] = 4
-    data["image_budget"] = budget
+    data["image_budget"] = {"screenshots": budget, "drop": drop}
+    if fast_forward is not None:
+        data["generation"]["fast_forward"] = fast_forward
     if data["image"].get("mode", "tiles") == "tiles":
         data["image"]["max_tiles"] = max_tiles
     if thinking is not None:
         data["thinking"] = {**data["thinking"], "enabled": thinking > 0, "max_tokens": thinking}
     data["system_prompt"] = "Act on the screen. Reply with JSON: {output_schema}"
-    path = folder / f"compact-{base}-{thinking}.json"
+    path = folder / f"compact-{base}-{thinking}-{budget}-{drop}-{fast_forward}.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 

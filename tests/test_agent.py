@@ -4,6 +4,7 @@ executor (nothing is performed) and the real recorder; the test plays the user t
 from __future__ import annotations
 
 import queue
+import threading
 import time
 
 import pytest
@@ -112,22 +113,31 @@ def test_no_model_set_up_fails_with_what_to_do(rig):
 
 
 class SlowPrefetch:
-    """The scripted model with a prefetch that takes long unless it is told to yield (a CPU-only user)."""
+    """The scripted model with a prefetch that takes `prefetch_s` unless it is stopped (a CPU-only user); it
+    records when each prefetch and each proposal ran, and on which thread."""
 
-    def __init__(self, script):
+    def __init__(self, script, prefetch_s: float = 2.0):
         from tests.scripted_engine import ScriptedEngine
 
         self.inner = ScriptedEngine(script)
+        self.prefetch_s = prefetch_s
         self.prefetch_ended = 0.0
+        self.prefetches: list[tuple[float, float, int, int]] = []  # start, end, history length, thread
+        self.proposals: list[tuple[float, int]] = []  # start, thread
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def propose(self, task, observation, history, token, on_text=None):
+        self.proposals.append((time.monotonic(), threading.get_ident()))
+        return self.inner.propose(task, observation, history, token, on_text)
+
     def prepare_next(self, task, history, token) -> float:
-        end = time.monotonic() + 60
-        while time.monotonic() < end and not token.cancelled:
+        start = time.monotonic()
+        while time.monotonic() < start + self.prefetch_s and not token.cancelled:
             time.sleep(0.01)
         self.prefetch_ended = time.monotonic()
+        self.prefetches.append((start, self.prefetch_ended, len(history), threading.get_ident()))
         return 0.0
 
 
@@ -164,3 +174,44 @@ def test_a_question_from_the_model_waits_for_the_answer_and_stop_interrupts_the_
     done = _next(got, ev.RunFinished, timeout=10)
     assert isinstance(done, ev.RunFinished) and done.outcome == "stopped" and done.message == "Stopped by you."
     assert holder["engine"].prefetch_ended - stopped_at < 1.0  # Stop did not wait for the prefetch
+
+
+def test_auto_approved_steps_evaluate_the_next_prefix_while_the_action_runs_and_settles(target, tmp_path):
+    """The prefetch starts once the proposal is decided, on its own thread, while the worker performs the action
+    and waits for the screen to settle; the next proposal starts only after it has finished."""
+    paths = default_paths(tmp_path / "home").ensure()
+    timeline: list[tuple[float, ev.Event]] = []
+    got: queue.Queue[ev.Event] = queue.Queue()
+
+    def sink(e: ev.Event) -> None:
+        timeline.append((time.monotonic(), e))
+        got.put(e)
+
+    holder: dict[str, SlowPrefetch] = {}
+    clicks = [{"tool_name": "click", "element": "Sign in", "x": 100 + 20 * i, "y": 100, "button": "left",
+               "count": 1} for i in range(3)]
+
+    def factory(settings):
+        holder["engine"] = SlowPrefetch(list(clicks), prefetch_s=0.6)
+        return holder["engine"]
+
+    worker = AgentWorker(paths, sink, engine_factory=factory, dry_run=True).start()
+    try:
+        assert worker.start_task("Sign in", Settings(text_model="m.gguf", mmproj="p.gguf", step_limit=3,
+                                                     approval_policy="auto_approve_safe"))
+        done = _next(got, ev.RunFinished, timeout=60)
+        assert isinstance(done, ev.RunFinished) and done.outcome == "step_limit", done
+    finally:
+        worker.shutdown()
+    eng = holder["engine"]
+    executed = [t for t, e in timeline if isinstance(e, ev.StepExecuted)]
+    proposed = [t for t, _ in eng.proposals]
+    assert len(executed) == 3 and len(proposed) == 3
+    # steps 1 and 2 prefetched the next prompt (history 1, 2) during their action; step 3's was cut by the end
+    assert [h for _, _, h, _ in eng.prefetches[:2]] == [1, 2]
+    for k in range(2):
+        start, end, _, thread = eng.prefetches[k]
+        assert thread != eng.proposals[0][1]  # not the worker's thread
+        assert proposed[k] < start < executed[k]  # it began before the action was performed
+        assert proposed[k + 1] >= end  # the next proposal waited for it
+    assert eng.prefetches[2][1] - eng.prefetches[2][0] < 0.5  # the run's end stopped the last one

@@ -178,7 +178,7 @@ def test_prefetch_during_approval_takes_the_history_rewrite_out_of_the_next_step
     props = []
     for i in range(1, 5):
         obs = screenshot(i, SIZE, "Done." if i > 1 else "")
-        props.append(engine.propose("Prefetch task", obs, history, CancelToken()))
+        props.append(engine.respond("Prefetch task", obs, history, CancelToken()))  # counters, whatever it says
         history.append(PastStep(obs, props[-1].raw))
         engine.prepare_next("Prefetch task", history, CancelToken())
     for p in props[1:]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from PIL import Image
 
+from app.domain.errors import DeskhandError
 from app.domain.proposal import Observation, PastStep
 from app.engine.profile import load_profile
 from app.engine.prompt import MEDIA_MARKER, Answer, Boundary, Screenshot, Text, build_prompt, dump
@@ -105,8 +107,9 @@ def test_holo31_history_follows_h_companys_agent_loop():
     p = load_profile("holo31")
     hist = [PastStep(_obs(i, "Done." if i > 1 else ""), f"plan {i}...</think>\n\n" + _answer(i)) for i in range(1, 5)]
     text = dump(p, build_prompt(p, "task", _obs(5, "Done."), hist))
-    assert text.count("<observation>\n[screenshot evicted]\n</observation>") == 2
-    assert text.count("<|vision_start|>" + MEDIA_MARKER + "<|vision_end|>") == 3
+    # evicted three at a time (the profile's stated policy): step 5 shows the screenshots of steps 4 and 5
+    assert text.count("<observation>\n[screenshot evicted]\n</observation>") == 3
+    assert text.count("<|vision_start|>" + MEDIA_MARKER + "<|vision_end|>") == 2
     assert "</think>" not in text.split("<|im_start|>assistant\n")[1] and "plan 1" not in text
     assert ("<|im_start|>assistant\n" + _answer(4) + "<|im_end|>\n<|im_start|>user\n<tool_output tool=\"wait\">\n"
             "Done.\n</tool_output><|im_end|>\n<|im_start|>user\n<observation>\n<|vision_start|>") in text
@@ -123,3 +126,25 @@ def test_smart_resize_matches_the_hf_processor():
                    (3840, 2160): (3840, 2176, 8160), (2560, 1440): (2560, 1440, 3600),
                    (1280, 720): (1280, 704, 880),  # round(22.5) is 22 in Python, as in transformers
                    (100, 100): (256, 256, 64)}  # below min_pixels: scaled up to 64 tokens
+
+
+def test_image_budget_drops_screenshots_in_blocks_as_the_profile_states(tmp_path):
+    """The built-in profile shows 1, 2, 3, 1, 2, 3, … screenshots; "sliding" (H Company's rule) the last 3."""
+    p = load_profile()
+
+    def shown(prof, n: int) -> int:
+        return dump(prof, build_prompt(prof, "task", _obs(n), _history(n - 1))).count(MEDIA_MARKER * 9)
+
+    assert (p.image_budget, p.image_drop) == (3, "blocks")
+    assert [shown(p, n) for n in range(1, 9)] == [1, 2, 3, 1, 2, 3, 1, 2]
+    assert "blocks of 3" in p.describe_image_budget()
+    data = json.loads(p.source.read_text())
+    data["image_budget"]["drop"] = "sliding"
+    f = tmp_path / "sliding.json"
+    f.write_text(json.dumps(data))
+    sliding = load_profile(f)
+    assert [shown(sliding, n) for n in range(1, 9)] == [1, 2, 3, 3, 3, 3, 3, 3]
+    data["image_budget"] = {"screenshots": 0, "drop": "blocks"}
+    f.write_text(json.dumps(data))
+    with pytest.raises(DeskhandError, match="no valid “image_budget”"):
+        load_profile(f)

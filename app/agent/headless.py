@@ -158,7 +158,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         for warning in info.warnings:
             echo(f"warning: {warning}")
         base = run_config(settings)
-        rc = replace(base, step_limit=cfg.max_steps, prefetch=False,
+        rc = replace(base, step_limit=cfg.max_steps,
                      policy=replace(base.policy, auto_approve=True))
         capturer = Capturer(rc.capture)
         if executor_factory is not None:

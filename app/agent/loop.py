@@ -52,7 +52,8 @@ class RunConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     private: bool = False  # store no screenshots
-    prefetch: bool = True  # evaluate the next step's prefix while the user decides
+    # evaluate the next step's prompt up to its screenshot while this step is decided, performed and settles
+    prefetch: bool = True
     # screenshots the history keeps in full: the prompt shows the last few as images (3 for Holotron), older ones
     # are placeholders whose embeddings the engine has cached; ~8 MB each at 1080p, so the rest are let go
     images_kept: int = 5
@@ -92,6 +93,8 @@ class Run:
         self.stopped_acting = False  # a stop came while the executor performed a step (so it is partly done)
         self.auto_approve = config.policy.auto_approve
         self.on_user_input_resume = on_user_input_resume
+        self._prefetch: threading.Thread | None = None
+        self._prefetch_stop = CancelToken()
 
     # ------------------------------------------------------------------ helpers
     def publish(self, event: ev.Event) -> None:
@@ -148,6 +151,7 @@ class Run:
             return self.finish("failed", "", str(exc), step - 1)
 
     def finish(self, outcome: str, answer: str, message: str, steps: int) -> ev.RunFinished:
+        self.end_prefetch(cancel=True)
         if self.recorder is not None:
             try:
                 self.recorder.finish_run(self.run_id, outcome, answer, message)
@@ -166,6 +170,7 @@ class Run:
             def stream(text: str, n: int = st.n) -> None:
                 self.publish(ev.TokensStreamed(self.run_id, n, text))
 
+            self.end_prefetch()
             try:
                 proposal = self.engine.propose(self.task, obs, self.history, self.token, stream)
             except ProposalError as exc:
@@ -204,6 +209,8 @@ class Run:
         self.keep_secret(st.n, action, window)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
+        if not (verdict.kind == "auto" and isinstance(action, Answer)):  # that one ends the run
+            self.start_prefetch(PastStep(obs, p.raw))
         self.proposed.append(action)
         log.info("step %d: %s, %s%s", st.n, action.tool_name, verdict.kind, " (risky)" if verdict.risky else "")
         rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky)
@@ -230,11 +237,39 @@ class Run:
             self.publish(ev.SecretNoted(self.run_id, step, texts))
 
     def ask(self, st: _Step, obs: Observation, p: Proposal) -> Decision:
-        if self.cfg.prefetch:
-            prefetch = getattr(self.engine, "prepare_next", None)
-            if prefetch is not None:  # yields to the decision, and to Stop / the panic hotkey / the corner
-                prefetch(self.task, [*self.history, PastStep(obs, p.raw)], AnyOf(self.gate.interrupt, self.token))
         return self.gate.wait(st.n, self.token)
+
+    # ------------------------------------------------------------------ the next step's prefix, in the background
+    def start_prefetch(self, past: PastStep) -> None:
+        """Evaluate the next step's prompt up to its screenshot while this step is decided, performed and the
+        screen settles (auto-approved steps too), instead of at the start of the next proposal. Whatever the
+        decision, the next prompt starts with this answer; only the feedback after it differs. Stopped only by
+        Stop or the end of the run; the next proposal waits for it (`end_prefetch`)."""
+        prepare = getattr(self.engine, "prepare_next", None) if self.cfg.prefetch else None
+        if prepare is None:
+            return
+        self.end_prefetch()
+        history = [*self.history, past]
+        stop = self._prefetch_stop = CancelToken()
+        token = AnyOf(stop, self.token)
+
+        def work() -> None:
+            try:
+                prepare(self.task, history, token)
+            except Exception:  # the next proposal does the same work and reports what fails
+                log.exception("evaluating the next step's prefix failed")
+
+        self._prefetch = threading.Thread(target=work, name="deskhand-prefetch", daemon=True)
+        self._prefetch.start()
+
+    def end_prefetch(self, cancel: bool = False) -> None:
+        """Wait for the background prefix evaluation (the engine has one owner at a time), or stop it first."""
+        if self._prefetch is None:
+            return
+        if cancel:
+            self._prefetch_stop.cancel("the run ended")
+        self._prefetch.join()
+        self._prefetch = None
 
     def proposed_event(self, st: _Step, p: Proposal, description: str, screen_point: tuple[int, int] | None,
                        verdict: Verdict) -> ev.StepProposed:

@@ -186,6 +186,11 @@ class RecordingEngine:
         self.trajectory.proposed(observation, step, self._prompt(), p.raw, time.perf_counter() - t0, p)
         return p
 
+    def prepare_next(self, task: str, history: Sequence[PastStep], token: CancelToken) -> Any:
+        """The wrapped engine's evaluation of the next step's prefix, where it has one (nothing is recorded)."""
+        prepare = getattr(self.inner, "prepare_next", None)
+        return prepare(task, history, token) if prepare is not None else None
+
     def close(self) -> None:
         self.inner.close()
 

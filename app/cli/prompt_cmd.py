@@ -73,5 +73,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"Warning: {w}")
     print(f"Model profile: {profile.name} ({profile.family.name}), thinking {'on' if profile.thinking else 'off'}")
     print(f"Screenshot {obs.image.width}×{obs.image.height}: {grid}, {n_img} image tokens")
-    print(f"Screenshots shown as images: {len(shown)} (budget {profile.image_budget}), {total_img} image tokens in all")
+    print(f"Screenshots shown as images: {len(shown)}, {total_img} image tokens in all")
+    print(f"Image budget: {profile.describe_image_budget()}")
     return 0

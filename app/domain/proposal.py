@@ -37,8 +37,13 @@ class Counters:
     image_cache_hits: int = 0
     checkpoint_restores: int = 0
     checkpoints_saved: int = 0
+    checkpoint_buffers_reused: int = 0  # of those saves, how many reused a released buffer
     tokens_reused: int = 0  # prefix already in the context
+    # tokens before the newest observation that were evaluated again (older screenshots turned placeholders,
+    # the answers after them): what the image budget's policy and the prefetch keep low
+    history_tokens_evaluated: int = 0
     tokens_generated: int = 0  # reasoning included
+    tokens_forced: int = 0  # of those, what the grammar forced, decoded in one batch with the token before
     thinking_tokens: int = 0  # of those, the reasoning before the answer
     rebuilds: int = 0  # full re-evaluations (first step, no usable checkpoint, overflow)
     context_used: int = 0
@@ -47,11 +52,12 @@ class Counters:
 @dataclass(frozen=True)
 class Timings:
     encode_s: float = 0.0
-    prefill_s: float = 0.0
-    restore_s: float = 0.0
+    prefill_s: float = 0.0  # everything decoded before generation, history_s included
+    restore_s: float = 0.0  # checkpoint copies: restores and saves
     generate_s: float = 0.0
     total_s: float = 0.0
     first_token_s: float = 0.0
+    history_s: float = 0.0  # of prefill_s, re-evaluating the history before the newest observation
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ class ImageCache:
         self.rt = rt
         self.spec = spec
         self.layouts: dict[str, TileGrid | DynamicLayout] = {}
-        self.embeddings: dict[str, list[np.ndarray]] = {}
+        self.embeddings: dict[str, list[np.ndarray | None]] = {}  # per tile, None until encoded
+        self._bitmaps: dict[str, list[Image.Image]] = {}  # the tiles of a screenshot until all are encoded
         self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
 
@@ -68,25 +69,31 @@ class ImageCache:
         return [Piece(n, n, False)] * lay.n_images
 
     def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken) -> np.ndarray:
-        """The embeddings of one tile; the first request encodes every tile of the screenshot."""
-        if digest not in self.embeddings:
+        """The embeddings of one tile, encoded when first asked for (the session asks batch by batch, so the
+        encoder works on the next tiles while the GPU still evaluates the previous batch)."""
+        tiles = self.embeddings.get(digest)
+        if tiles is None:
             if image is None:
                 raise _gone()
             grid = self.layout(digest, image)
-            assert isinstance(grid, TileGrid) and isinstance(self.spec, ImageSpec)
-            out = []
-            for tile in tile_image(image, grid):
-                token.check()
-                emb = encode_image(self.rt, tile, keep_chunk=False).embd
-                if emb.shape[0] != self.spec.tokens_per_tile:
-                    raise ModelLoadError(
-                        f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "
-                        f"{self.spec.tokens_per_tile}.",
-                        "Use the mmproj that belongs to this model, or fix the profile.")
-                out.append(emb)
-                self.tiles_encoded += 1
-            self.embeddings[digest] = out
-        return self.embeddings[digest][index]
+            assert isinstance(grid, TileGrid)
+            self._bitmaps[digest] = tile_image(image, grid)
+            tiles = self.embeddings[digest] = [None] * grid.n_images
+        emb = tiles[index]
+        if emb is None:
+            token.check()
+            assert isinstance(self.spec, ImageSpec)
+            emb = encode_image(self.rt, self._bitmaps[digest][index], keep_chunk=False).embd
+            if emb.shape[0] != self.spec.tokens_per_tile:
+                raise ModelLoadError(
+                    f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "
+                    f"{self.spec.tokens_per_tile}.",
+                    "Use the mmproj that belongs to this model, or fix the profile.")
+            tiles[index] = emb
+            self.tiles_encoded += 1
+            if all(t is not None for t in tiles):
+                self._bitmaps.pop(digest, None)
+        return emb
 
     def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
         """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""
@@ -118,6 +125,7 @@ class ImageCache:
         """Forget screenshots the prompt no longer shows: once a placeholder, a screenshot stays one."""
         for d in [d for d in self.embeddings if d not in digests]:
             del self.embeddings[d]
+            self._bitmaps.pop(d, None)
         for d in [d for d in self.encoded if d not in digests]:
             self.encoded.pop(d).free()
         for d in [d for d in self.layouts if d not in digests]:

@@ -21,17 +21,25 @@ import numpy as np
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, ModelLoadError
+from app.engine.host_buffers import HostBuffers
 
 log = logging.getLogger("deskhand.engine")
 
 _backend_lock = threading.Lock()
 _backend_ready = False
 _LOG_LINES: deque[str] = deque(maxlen=200)
+_DEBUG, _CONT = 1, 5  # ggml_log_level
+_last_level = 0
 
 
 def _log_line(level: int, text: bytes | None, _user: Any) -> None:
-    # llama.cpp's own log goes to our log file, and the last lines explain failures.
-    if not text:
+    # llama.cpp's own log goes to our log file, and the last lines explain failures. Its debug lines are dropped:
+    # with CUDA graphs it writes one per generated token ("CUDA Graph id N reused"), which would push everything
+    # that explains a failure out of the last lines.
+    global _last_level
+    if level != _CONT:
+        _last_level = level
+    if not text or _last_level == _DEBUG:
         return
     line = text.decode("utf-8", errors="replace").rstrip("\n")
     if line:
@@ -101,6 +109,7 @@ class LlamaRuntime:
         self.ctx: Any = None
         self.mctx: Any = None
         self._keep: list[Any] = []  # ctypes callbacks that must outlive the native objects
+        self.buffers: HostBuffers | None = None
         threads = options.n_threads or max(1, os.cpu_count() or 1)
         try:
             self._load_model(text_path, threads, progress)
@@ -120,6 +129,7 @@ class LlamaRuntime:
         self._eog: np.ndarray | None = None
         self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self._ebatch = llama_cpp.llama_batch_init(options.n_batch, self.n_embd, 1)
+        self.buffers = HostBuffers(pinned=gpu_offload_supported() and options.n_gpu_layers != 0)
 
     # ------------------------------------------------------------------ loading
     def _progress_cb(self, progress: Callable[[float, str], None] | None, lo: float, hi: float,
@@ -312,20 +322,32 @@ class LlamaRuntime:
             b.logits[n - 1] = 1
         self._run(b, "the screenshot", token)
 
+    def synchronize(self) -> None:
+        """Wait until the GPU has finished what was queued: llama_decode returns before it has."""
+        llama_cpp.llama_synchronize(self.ctx)
+
     def logits(self) -> np.ndarray:
         ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
     # ------------------------------------------------------------------ memory and state
     def save_recurrent(self) -> Any:
-        """A copy of the recurrent (Mamba) state of sequence 0: what cannot be rolled back by trimming."""
+        """A copy of the recurrent (Mamba) state of sequence 0: what cannot be rolled back by trimming.
+        The buffer comes from a reused pool; hand it back with `release` once the checkpoint is dropped."""
+        assert self.buffers is not None
         flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
         size = llama_cpp.llama_state_seq_get_size_ext(self.ctx, 0, flags)
-        buf = (ctypes.c_uint8 * size)()
+        buf = self.buffers.take(size)
         written = llama_cpp.llama_state_seq_get_data_ext(self.ctx, buf, size, 0, flags)
         if written != size:
+            self.buffers.give_back(buf)
             raise ModelLoadError("Saving the model state failed.", "Report this with the log file.")
         return buf
+
+    def release(self, buf: Any) -> None:
+        """A checkpoint buffer that is no longer needed: the next save reuses it."""
+        if self.buffers is not None:
+            self.buffers.give_back(buf)
 
     def restore_recurrent(self, buf: Any, pos: int) -> None:
         """Put back a saved recurrent state taken at `pos` and drop attention entries from `pos` on."""
@@ -356,3 +378,6 @@ class LlamaRuntime:
         if self.model:
             llama_cpp.llama_model_free(self.model)
             self.model = None
+        if self.buffers is not None:
+            self.buffers.close()
+            self.buffers = None

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Pro
 from app.engine.answer import parse_answer
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import resolve_profile
+from app.engine.forced_text import ForcedText
 from app.engine.grammar import grammar_for_schema
 from app.engine.model_files import ModelFiles, check_model_files
 from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
@@ -45,6 +46,16 @@ class RawAnswer:
 
 
 @dataclass(frozen=True)
+class Prefetched:
+    """What evaluating the next step's prefix cost (`LocalEngine.prepare_next`)."""
+
+    seconds: float
+    counters: Counters = field(default_factory=Counters)
+    history_s: float = 0.0  # decoding (synchronised)
+    restore_s: float = 0.0  # checkpoint copies
+
+
+@dataclass(frozen=True)
 class LocalEngineConfig:
     text_model: str
     mmproj: str
@@ -57,6 +68,7 @@ class LocalEngineConfig:
     flash_attn: bool = True
     max_tiles: int | None = None  # the tile budget per screenshot (profile default: 12)
     max_tokens: int | None = None
+    overlap_encode: bool = True  # encode the next tiles while the GPU evaluates the previous ones
 
 
 def gpu_name() -> str | None:
@@ -85,6 +97,7 @@ class LocalEngine:
         self._rt: object | None = None
         self._session: object | None = None
         self._grammar = grammar_for_schema(profile.output_schema())
+        self._forced_text = ForcedText(profile.output_schema())
         self._compact = 0
         self._last: list[Segment] = []
 
@@ -131,7 +144,8 @@ class LocalEngine:
                                 "one the profile was written for.")
         self._session = Session(rt, ImageCache(rt, self.profile.image),
                                 keep_observation_checkpoints=self.profile.image_budget + 1,
-                                checkpoint_generation=not self.profile.chat.keep_generation_prefix_in_history)
+                                checkpoint_generation=not self.profile.chat.keep_generation_prefix_in_history,
+                                overlap_encode=c.overlap_encode)
         if not offload:
             device = "CPU (this llama-cpp-python was built without GPU support)"
         elif layers == 0:
@@ -216,9 +230,11 @@ class LocalEngine:
             if own:
                 smp.close()
         t2 = time.perf_counter()
-        stats.add(tokens_generated=n_gen, thinking_tokens=getattr(smp, "thinking_tokens", 0))
+        stats.add(tokens_generated=n_gen, thinking_tokens=getattr(smp, "thinking_tokens", 0),
+                  tokens_forced=getattr(smp, "forced_tokens", 0))
         timings = Timings(encode_s=stats.encode_s, prefill_s=stats.prefill_s, restore_s=stats.restore_s,
-                          generate_s=t2 - t1, total_s=t2 - t0, first_token_s=first[0] if first else 0.0)
+                          generate_s=t2 - t1, total_s=t2 - t0, first_token_s=first[0] if first else 0.0,
+                          history_s=stats.history_s)
         return RawAnswer(raw, finished, stats.counters, timings, session.images.describe(observation.digest))
 
     def _sampler(self, rt: object) -> GrammarSampler | ReasoningSampler:
@@ -229,8 +245,9 @@ class LocalEngine:
 
         assert isinstance(rt, LlamaRuntime)
         g, r = self.profile.generation, self.profile.reasoning
-        answer = GrammarSampler(rt, self._grammar, g.temperature, g.top_k, g.seed)
-        return ReasoningSampler(rt, answer, r.max_tokens, r.end, g.seed) if r.enabled else answer
+        follow = self._forced_text.fresh() if g.fast_forward else None
+        answer = GrammarSampler(rt, self._grammar, g.temperature, g.top_k, g.seed, follow)
+        return ReasoningSampler(rt, answer, r.max_tokens, r.end, g.seed, g.fast_forward) if r.enabled else answer
 
     def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
                 on_text: TextFn | None = None) -> Proposal:
@@ -244,26 +261,27 @@ class LocalEngine:
         return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, ans.raw, ans.counters,
                         ans.timings, ans.grid)
 
-    def prepare_next(self, task: str, history: Sequence[PastStep], token: CancelToken) -> float:
-        """Evaluate the next step's prompt up to where its screenshot goes, while the user looks at this step.
-
-        When the image budget turns an old screenshot into a placeholder, everything after it is evaluated
-        again; doing it here, during the approval, keeps that work out of the next step's latency.
-        Interrupted by `token` (a decision arrived, or Stop); returns the seconds it took."""
+    def prepare_next(self, task: str, history: Sequence[PastStep], token: CancelToken) -> Prefetched:
+        """Evaluate the next step's prompt up to where its screenshot goes, while this step is approved, performed
+        and the screen settles: this step's answer, and whatever the image budget turned into placeholders
+        (with a recurrent model everything after the first change is evaluated again). Doing it here keeps that
+        work out of the next step's latency. Interrupted by `token` (Stop); the next proposal resumes from the
+        checkpoints it took."""
         from app.engine.prompt import Boundary
         from app.engine.session import ContextFull, Session
 
         session = self._session
         if not isinstance(session, Session) or not history:
-            return 0.0
+            return Prefetched(0.0)
         t0 = time.perf_counter()
         probe = Observation(None, "(next)", "")
         segments = self._prompt(task, probe, history)
         cut = max(i for i, s in enumerate(segments) if isinstance(s, Boundary) and s.kind == "observation")
         # The next proposal handles both: it compacts, or resumes from the checkpoints taken.
         with contextlib.suppress(ContextFull, Cancelled):
-            session.prepare(segments[:cut + 1], self.max_tokens, token, logits=False)
-        return time.perf_counter() - t0
+            stats = session.prepare(segments[:cut + 1], self.max_tokens, token, logits=False)
+            return Prefetched(time.perf_counter() - t0, stats.counters, stats.history_s, stats.restore_s)
+        return Prefetched(time.perf_counter() - t0)
 
     def prompt_sent(self) -> dict[str, Any] | None:
         """The last step's prompt text as evaluated (one media marker per tile) and its screenshots' digests."""

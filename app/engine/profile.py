@@ -89,6 +89,9 @@ class Generation:
     temperature: float
     top_k: int
     seed: int
+    # Decode the text the answer grammar forces (keys, commas, braces) in one batch, as the tokenizer splits it,
+    # instead of one model-chosen token at a time; the text is the same (see forced_text.py).
+    fast_forward: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Profile:
     chat: ChatLayout
     reasoning: Thinking
     image: ImageSpec | DynamicImageSpec
-    image_budget: int
+    image_budget: int  # screenshots shown as images at most
     coordinate_scale: int
     system_prompt: str
     first_user_template: str
@@ -110,6 +113,28 @@ class Profile:
     generation: Generation
     source: Path
     remote: dict[str, Any] = field(default_factory=dict)  # what a model server needs (vLLM mm_processor_kwargs)
+    # How older screenshots become placeholders: "sliding" (the last `image_budget` at every step) or "blocks"
+    # (`image_budget` at a time, so the prompt before the newest screenshot changes only once per block).
+    image_drop: str = "sliding"
+
+    def first_image_step(self, n: int) -> int:
+        """The oldest step whose screenshot the prompt of step `n` shows as an image; older ones are placeholders.
+
+        sliding: steps n-B+1..n (B images once n ≥ B). Each step turns one more screenshot into a placeholder,
+        and a recurrent model must then evaluate the B-1 screenshots after it again.
+        blocks: steps B·⌊(n-1)/B⌋+1..n, so 1, 2, …, B images, then 1 again: the same counts as the first B
+        steps of any run. The prompt before the newest screenshot changes once per block, and then only in text."""
+        b = max(1, self.image_budget)
+        if self.image_drop == "blocks":
+            return b * ((n - 1) // b) + 1
+        return max(1, n - b + 1)
+
+    def describe_image_budget(self) -> str:
+        b = self.image_budget
+        if self.image_drop == "blocks":
+            return (f"blocks of {b}: step n shows the screenshots from step {b}·⌊(n−1)/{b}⌋+1 to n as images "
+                    f"({', '.join(str(k) for k in range(1, b + 1))}, 1, … of them), older ones as the placeholder")
+        return f"sliding: the last {b} screenshots as images, older ones as the placeholder"
 
     @property
     def thinking(self) -> bool:
@@ -155,6 +180,19 @@ def _thinking(value: Any) -> Thinking:
     return Thinking(bool(value))
 
 
+def _image_budget(value: Any, where: Path) -> tuple[int, str]:
+    """`"image_budget": 3` (the last 3 at every step), or {"screenshots": 3, "drop": "sliding" | "blocks", …}."""
+    if isinstance(value, dict):
+        n, drop = value.get("screenshots"), value.get("drop", "sliding")
+    else:
+        n, drop = value, "sliding"
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1 or drop not in ("sliding", "blocks"):
+        raise DeskhandError(f"The model profile {where} has no valid “image_budget” (a number of screenshots, "
+                            "or {\"screenshots\": N, \"drop\": \"sliding\" or \"blocks\"}).",
+                            "Fix the file, or remove it to use the built-in profile.")
+    return n, drop
+
+
 def _image(d: dict[str, Any]) -> ImageSpec | DynamicImageSpec:
     fields = {k: v for k, v in d.items() if k != "mode"}
     fields.update(norm_mean=tuple(d["norm_mean"]), norm_std=tuple(d["norm_std"]))
@@ -185,6 +223,7 @@ def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
     output = _need(data, "output", dict, path)
     for key in ("note", "thought", "tools"):
         _need(output, key, (dict, list), path)
+    budget, drop = _image_budget(data.get("image_budget"), path)
     try:
         return Profile(
             name=_need(data, "name", str, path),
@@ -194,7 +233,8 @@ def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
             chat=ChatLayout(**chat),
             reasoning=_thinking(data.get("thinking", False)),
             image=_image(image),
-            image_budget=int(_need(data, "image_budget", int, path)),
+            image_budget=budget,
+            image_drop=drop,
             coordinate_scale=int(data.get("coordinates", {}).get("scale", 1000)),
             system_prompt=_need(data, "system_prompt", str, path),
             first_user_template=_need(data, "first_user_template", str, path),
@@ -205,6 +245,7 @@ def load_profile(name_or_path: str | Path = FALLBACK_PROFILE) -> Profile:
             generation=Generation(
                 max_tokens=int(gen.get("max_tokens", 1024)), temperature=float(gen.get("temperature", 0.0)),
                 top_k=int(gen.get("top_k", 1)), seed=int(gen.get("seed", 0)),
+                fast_forward=bool(gen.get("fast_forward", False)),
             ),
             source=path,
             remote=dict(data.get("remote", {})),

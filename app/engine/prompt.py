@@ -160,7 +160,7 @@ def build_prompt(profile: Profile, task: str, observation: Observation, history:
         if i > first:
             b.text(chat.user_prefix)
         previous = visible_answer(profile, steps[i - 1].answer) if i else ""
-        _observation(b, profile, step, past.observation, keep_image=step > n - profile.image_budget,
+        _observation(b, profile, step, past.observation, keep_image=step >= profile.first_image_step(n),
                      previous=previous)
         if i == first:
             b.text(obs_part)

@@ -2,8 +2,8 @@
 
 The embedded engine writes the chat layout itself (`prompt.build_prompt`); a server applies the model's own chat
 template, so here the same pieces become messages: the system text, the task with the first observation, each
-past answer as an assistant turn, each later observation as a user turn, screenshots as image parts (only the
-last `image_budget` of them; older ones become the profile's placeholder), and the summary of compacted steps.
+past answer as an assistant turn, each later observation as a user turn, screenshots as image parts (those the
+profile's image budget shows; older ones become the profile's placeholder), and the summary of compacted steps.
 
 Screenshots stay references (`deskhand-screenshot:<digest>`) until the request is sent, so the request can be
 recorded as sent without megabytes of base64.
@@ -84,7 +84,7 @@ def build_messages(profile: Profile, task: str, observation: Observation, histor
             parts.append(_text(_fill(task_part, task=task.strip())))
             if first:
                 parts.append(_text(_summary_of(steps[:first])))
-        parts += observation_parts(profile, step, past.observation, keep_image=step > n - profile.image_budget,
+        parts += observation_parts(profile, step, past.observation, keep_image=step >= profile.first_image_step(n),
                                    previous_answer=steps[i - 1].answer if i else "")
         if i == first:
             parts.append(_text(after_obs))

@@ -5,6 +5,7 @@ vocabulary. Checking 131k candidates against the grammar on every token would co
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import math
 from typing import Any, Protocol
@@ -13,11 +14,15 @@ import llama_cpp
 import numpy as np
 
 from app.domain.errors import ModelLoadError
+from app.engine.forced_text import ForcedText
 from app.engine.llama_runtime import LlamaRuntime
 
 
 class Sampler(Protocol):
-    """What the session's generation loop draws tokens from."""
+    """What the session's generation loop draws tokens from.
+
+    A sampler may also offer `forced() -> list[int]`: tokens that must follow the one just sampled whatever the
+    model would say (decoded with it in one batch), and `complete: bool`: the answer is whole, end it here."""
 
     def sample(self) -> int: ...
 
@@ -40,8 +45,12 @@ def pick(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Gene
 
 class GrammarSampler:
     def __init__(self, rt: LlamaRuntime, grammar: str, temperature: float = 0.0, top_k: int = 1,
-                 seed: int = 0) -> None:
+                 seed: int = 0, follow: ForcedText | None = None) -> None:
+        """`follow`: the grammar's forced-text automaton, to fast-forward what the grammar forces (None: off)."""
         self.rt = rt
+        self.follow = follow
+        self.forced_tokens = 0
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.temperature = temperature
         self.top_k = top_k
         self._rng = np.random.default_rng(seed)
@@ -81,8 +90,40 @@ class GrammarSampler:
         token = int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))
         if self._special[token] or not self._allowed(token):
             token = self._constrained()
-        llama_cpp.llama_sampler_accept(self.grammar, token)
+        self.accept(token)
         return token
+
+    def accept(self, token: int) -> None:
+        llama_cpp.llama_sampler_accept(self.grammar, token)
+        if self.follow is not None and not self.rt.is_eog(token):
+            self.follow.feed(self._utf8.decode(self.rt.piece(token)))
+
+    def forced(self) -> list[int]:
+        """The grammar's forced text after the last token, as the tokenizer splits it (already accepted).
+
+        A trailing space or quote is left to the model: the token that joins it to what it chooses next (` "Save`,
+        ` 91`) is the model's own."""
+        if self.follow is None:
+            return []
+        text = self.follow.forced().rstrip(' "')
+        if not text:
+            return []
+        ids = self.rt.tokenize(text, special=False)
+        if b"".join(self.rt.piece(t) for t in ids) != text.encode("utf-8"):
+            return []  # a tokenizer that adds or changes text (a leading space): no fast-forward
+        out = []
+        for t in ids:
+            if self._special[t] or not self._allowed(t):
+                break
+            self.accept(t)
+            out.append(t)
+        self.forced_tokens += len(out)
+        return out
+
+    @property
+    def complete(self) -> bool:
+        """The answer is whole: the grammar allows nothing but the end (known only while fast-forwarding)."""
+        return self.follow is not None and self.follow.complete
 
     def close(self) -> None:
         if self.chain:

@@ -12,6 +12,7 @@ an image of n tokens takes fewer positions (`Piece.n_pos`), so every run records
 
 from __future__ import annotations
 
+import codecs
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -21,9 +22,10 @@ from typing import Any
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.proposal import Counters
+from app.engine.context_plan import Plan, Planner, Run, common_prefix
 from app.engine.image_cache import ImageCache
 from app.engine.llama_runtime import LlamaRuntime
-from app.engine.prompt import Answer, Boundary, Screenshot, Segment, Text
+from app.engine.prompt import Boundary, Segment
 from app.engine.sampling import Sampler
 
 log = logging.getLogger("deskhand.engine")
@@ -39,34 +41,6 @@ class ContextFull(DeskhandError):
 
 
 @dataclass
-class _Run:
-    start: int
-    end: int
-    pos: int  # position of the first token
-    n_pos: int  # positions the run takes (end - start, except for an M-RoPE image)
-    tokens: list[int] | None = None  # a text run
-    image: tuple[str, int] | None = None  # (digest, piece) of an image run
-    atomic: bool = False  # an image decoded whole (never split, never batched with another)
-
-
-@dataclass
-class _Plan:
-    keys: list[Hashable]
-    runs: list[_Run]
-    boundaries: dict[int, Boundary]
-    images: dict[str, Screenshot]
-
-    def position(self, index: int) -> int:
-        """The position of token `index` (a text token or a run boundary); len(keys) gives the end."""
-        for run in self.runs:
-            if run.start <= index < run.end:
-                if run.tokens is None and index != run.start:
-                    raise ValueError(f"position {index} is inside an image")
-                return run.pos + (index - run.start)
-        return self.runs[-1].pos + self.runs[-1].n_pos if self.runs and index >= self.runs[-1].end else index
-
-
-@dataclass
 class _Checkpoint:
     pos: int  # token index
     position: int
@@ -76,20 +50,33 @@ class _Checkpoint:
 
 @dataclass
 class _Stats:
+    """What one `prepare` cost. Times are read after the GPU has finished (see `Session._sync`)."""
+
     counters: Counters = field(default_factory=Counters)
     encode_s: float = 0.0
     prefill_s: float = 0.0
+    history_s: float = 0.0  # of prefill_s: tokens before the newest observation
     restore_s: float = 0.0
+    queued: str = ""  # "history" or "new" while decodes are queued on the GPU and their time not yet charged
 
     def add(self, **inc: int) -> None:
         c = self.counters
         self.counters = replace(c, **{k: getattr(c, k) + v for k, v in inc.items()})
 
+    def charge(self, seconds: float, history: bool) -> None:
+        self.prefill_s += seconds
+        if history:
+            self.history_s += seconds
+
 
 class Session:
     def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int,
-                 checkpoint_generation: bool = False) -> None:
+                 checkpoint_generation: bool = False, overlap_encode: bool = True) -> None:
         self.rt = rt
+        # Encode a screenshot's tiles batch by batch while the GPU still evaluates the previous batch, in
+        # batches of half the batch size. Off: every batch waits for the GPU first, so encode and prefill
+        # times are each their own (with it on, encoding waits for part of the prefill and is counted in it).
+        self.overlap_encode = overlap_encode
         # Which boundaries get a checkpoint. Generation boundaries only matter when past answers are laid
         # out differently from how they were generated; otherwise a re-proposal resumes from the
         # observation checkpoint, which saves a state copy on every step.
@@ -103,38 +90,11 @@ class Session:
         # False after a decode was interrupted: the state may hold more than `held` says.
         self.exact = True
         self.pos_end = 0  # the position after the last held token
+        self.planner = Planner(rt, images)
 
     # ------------------------------------------------------------------ planning
-    def plan(self, segments: Sequence[Segment]) -> _Plan:
-        keys: list[Hashable] = []
-        runs: list[_Run] = []
-        bounds: dict[int, Boundary] = {}
-        images: dict[str, Screenshot] = {}
-        pos = 0
-        if self.rt.add_bos:
-            runs.append(_Run(0, 1, 0, 1, tokens=[self.rt.bos]))
-            keys.append(self.rt.bos)
-            pos = 1
-        for seg in segments:
-            if isinstance(seg, Boundary):
-                bounds[len(keys)] = seg
-            elif isinstance(seg, (Text, Answer)):
-                ids = self.answers.get((seg.step, seg.text)) if isinstance(seg, Answer) else None
-                # only the template's own text may hold special tokens; the task, feedback and answers are text
-                special = isinstance(seg, Text) and seg.special
-                ids = ids if ids is not None else self.rt.tokenize(seg.text, special=special)
-                if ids:
-                    runs.append(_Run(len(keys), len(keys) + len(ids), pos, len(ids), tokens=ids))
-                    keys.extend(ids)
-                    pos += len(ids)
-            else:
-                images[seg.digest] = seg
-                for k, piece in enumerate(self.images.pieces(seg.digest, seg.image)):
-                    runs.append(_Run(len(keys), len(keys) + piece.n_tokens, pos, piece.n_pos,
-                                     image=(seg.digest, k), atomic=piece.atomic))
-                    keys.extend(("img", seg.digest, k, i) for i in range(piece.n_tokens))
-                    pos += piece.n_pos
-        return _Plan(keys, runs, bounds, images)
+    def plan(self, segments: Sequence[Segment]) -> Plan:
+        return self.planner.plan(segments, self.answers)
 
     def measure(self, segments: Sequence[Segment]) -> int:
         return len(self.plan(segments).keys)
@@ -149,26 +109,45 @@ class Session:
         n = len(plan.keys)
         if n + reserve > self.rt.n_ctx:
             raise ContextFull(n + reserve, self.rt.n_ctx)
-        common = 0
-        limit = min(len(self.held), n)
-        while common < limit and self.held[common] == plan.keys[common]:
-            common += 1
+        common = common_prefix(self.held, plan.keys)
         # With logits, the last position is always decoded again: its logits are needed.
         target = min(common, n - 1) if logits else common
         start = len(self.held)
         if start > target or not self.exact:
             start = self._rewind(min(target, start), stats)
-        self.held = self.held[:start]
+        del self.held[start:]
         self.pos_end = plan.position(start)
         stats.add(tokens_reused=start)
         self.exact = False
         self._evaluate(plan, start, stats, token, logits)
+        self._sync(stats)
         self.exact = True
         self.pos_end = plan.position(n)
         self._prune(plan)
         self.images.keep_only(set(plan.images))
+        self.planner.forget_images_but(set(plan.images))
         stats.add(context_used=n)
         return stats
+
+    def _sync(self, stats: _Stats) -> None:
+        """Charge decodes still running on the GPU to the stage that queued them, before another stage's clock
+        starts (the encoder and checkpoint copies wait for them anyway, and so does the first sampled token)."""
+        if stats.queued:
+            t0 = time.perf_counter()
+            self.rt.synchronize()
+            stats.charge(time.perf_counter() - t0, stats.queued == "history")
+            stats.queued = ""
+
+    def _wanted(self, plan: Plan, n: int, logits: bool) -> set[int]:
+        """The boundaries whose checkpoints `_prune` keeps: only those are saved (a rebuild at step 20 would
+        otherwise copy the state 21 times and keep 5)."""
+        by_kind: dict[str, list[int]] = {"system": [], "observation": [], "generation": []}
+        for p in sorted(plan.boundaries):
+            by_kind[plan.boundaries[p].kind].append(p)
+        keep = by_kind["system"][:1] + by_kind["observation"][-self.keep_observation_checkpoints:]
+        if "generation" in self.kinds:
+            keep += by_kind["generation"][-1:]
+        return {p for p in keep if p < n or not logits}
 
     def _rewind(self, target: int, stats: _Stats) -> int:
         t0 = time.perf_counter()
@@ -185,24 +164,31 @@ class Session:
             start = 0
             if self.held:
                 log.info("no checkpoint before position %d: re-evaluating the whole prompt", target)
+        for c in self.checkpoints:
+            if c.pos > start:
+                self.rt.release(c.state)
         self.checkpoints = [c for c in self.checkpoints if c.pos <= start]
         stats.restore_s += time.perf_counter() - t0
         return start
 
-    def _evaluate(self, plan: _Plan, start: int, stats: _Stats, token: CancelToken, logits: bool) -> None:
+    def _evaluate(self, plan: Plan, start: int, stats: _Stats, token: CancelToken, logits: bool) -> None:
         """Decode positions [start, n) in as few batches as possible: consecutive tiles (and consecutive
         screenshots) share one batch; batches end at n_batch, at a change between text and image, and at
         the boundaries where a checkpoint is due."""
         n = len(plan.keys)
         done = {c.pos for c in self.checkpoints}
-        cuts = {p for p in plan.boundaries
-                if start < p and (p < n or not logits) and p not in done and plan.boundaries[p].kind in self.kinds}
-        pending: list[tuple[_Run, int, int]] = []  # pieces of runs of one kind, contiguous
+        cuts = {p for p in self._wanted(plan, n, logits) if start < p and p not in done}
+        # where the newest observation starts: what comes before it is history evaluated again
+        observations = [p for p, b in plan.boundaries.items() if b.kind == "observation"]
+        history_end = max(observations, default=0) if logits else n
+        pending: list[tuple[Run, int, int]] = []  # pieces of runs of one kind, contiguous
 
         def flush() -> None:
             if pending:
                 lo, hi = pending[0][1], pending[-1][2]
-                self._decode(plan, pending, n if logits else -1, stats, token)
+                self._decode(plan, pending, n if logits else -1, stats, token, hi <= history_end)
+                if hi <= history_end:
+                    stats.add(history_tokens_evaluated=hi - lo)
                 self.held.extend(plan.keys[lo:hi])
                 pending.clear()
                 if hi in cuts:
@@ -218,33 +204,39 @@ class Session:
                 pending.append((run, run.start, run.end))
                 flush()
                 continue
+            size = self.rt.options.n_batch
+            if run.tokens is None and self.overlap_encode:
+                size = max(size // 2, 1)
             while lo < run.end:
                 if pending and (pending[0][0].tokens is None) != (run.tokens is None):
                     flush()
                 used = pending[-1][2] - pending[0][1] if pending else 0
-                hi = min(run.end, lo + self.rt.options.n_batch - used)
+                hi = min(run.end, lo + size - used)
                 hi = min([c for c in cuts if lo < c < hi], default=hi)
                 pending.append((run, lo, hi))
-                if hi in cuts or hi - (pending[0][1]) >= self.rt.options.n_batch:
+                if hi in cuts or hi - (pending[0][1]) >= size:
                     flush()
                 lo = hi
         flush()
 
-    def _decode(self, plan: _Plan, pieces: list[tuple[_Run, int, int]], n: int, stats: _Stats,
-                token: CancelToken) -> None:
+    def _decode(self, plan: Plan, pieces: list[tuple[Run, int, int]], n: int, stats: _Stats,
+                token: CancelToken, history: bool) -> None:
         lo, hi = pieces[0][1], pieces[-1][2]
         last = hi == n
         pos = pieces[0][0].pos + (lo - pieces[0][0].start)
         if pieces[0][0].atomic:
-            self._decode_screenshot(plan, pieces[0][0], stats, token)
+            self._decode_screenshot(plan, pieces[0][0], stats, token, history)
             return
         if pieces[0][0].tokens is not None:
             ids = [t for run, a, b in pieces for t in (run.tokens or [])[a - run.start:b - run.start]]
             t0 = time.perf_counter()
             self.rt.decode_tokens(ids, pos, last, token)
-            stats.prefill_s += time.perf_counter() - t0
+            stats.charge(time.perf_counter() - t0, history)
+            stats.queued = "history" if history else "new"
             stats.add(tokens_evaluated=hi - lo, text_tokens_evaluated=hi - lo)
             return
+        if not self.overlap_encode:
+            self._sync(stats)
         t0 = time.perf_counter()
         parts = []
         for run, a, b in pieces:
@@ -252,22 +244,23 @@ class Session:
             digest, tile = run.image
             encoded_before = self.images.tiles_encoded
             embd = self.images.tile(digest, plan.images[digest].image, tile, token)
-            new = self.images.tiles_encoded - encoded_before
-            if new:
-                stats.add(tiles_encoded=new, images_encoded=1)
+            if self.images.tiles_encoded > encoded_before:
+                stats.add(tiles_encoded=1, images_encoded=int(tile == 0))
             elif tile == 0 and a == run.start:
                 stats.add(image_cache_hits=1)
             parts.append(embd[a - run.start:b - run.start])
         t1 = time.perf_counter()
         stats.encode_s += t1 - t0
         self.rt.decode_embeddings(parts, pos, last, token)
-        stats.prefill_s += time.perf_counter() - t1
+        stats.charge(time.perf_counter() - t1, history)
+        stats.queued = "history" if history else "new"
         stats.add(tokens_evaluated=hi - lo, image_tokens_evaluated=hi - lo)
 
-    def _decode_screenshot(self, plan: _Plan, run: _Run, stats: _Stats, token: CancelToken) -> None:
+    def _decode_screenshot(self, plan: Plan, run: Run, stats: _Stats, token: CancelToken, history: bool) -> None:
         """A dynamic-resolution screenshot: encoded once (cached), decoded whole with its M-RoPE positions."""
         assert run.image is not None
         digest = run.image[0]
+        self._sync(stats)
         t0 = time.perf_counter()
         before = self.images.tiles_encoded
         self.images.screenshot(digest, plan.images[digest].image, token)
@@ -281,17 +274,21 @@ class Session:
         if end != run.pos + run.n_pos:
             raise DeskhandError(f"The screenshot took positions {run.pos}..{end}, not the {run.n_pos} planned.",
                                 "Report this with the log file.")
-        stats.prefill_s += time.perf_counter() - t1
+        stats.charge(time.perf_counter() - t1, history)
+        stats.queued = "history" if history else "new"
         n = run.end - run.start
         stats.add(tokens_evaluated=n, image_tokens_evaluated=n)
 
     def _checkpoint(self, pos: int, position: int, boundary: Boundary, stats: _Stats) -> None:
+        self._sync(stats)
+        pool = self.rt.buffers
+        reused = pool.reused if pool is not None else 0
         t0 = time.perf_counter()
         self.checkpoints.append(_Checkpoint(pos, position, boundary, self.rt.save_recurrent()))
         stats.restore_s += time.perf_counter() - t0
-        stats.add(checkpoints_saved=1)
+        stats.add(checkpoints_saved=1, checkpoint_buffers_reused=(pool.reused if pool is not None else 0) - reused)
 
-    def _prune(self, plan: _Plan) -> None:
+    def _prune(self, plan: Plan) -> None:
         """Keep the system-prompt checkpoint, the newest generation checkpoint and the observation
         checkpoints the image budget can need."""
         kinds: dict[str, list[_Checkpoint]] = {"system": [], "observation": [], "generation": []}
@@ -299,34 +296,45 @@ class Session:
             kinds[c.boundary.kind].append(c)
         observations = kinds["observation"][-self.keep_observation_checkpoints:]
         keep = kinds["system"][:1] + observations + kinds["generation"][-1:]
+        for c in self.checkpoints:
+            if all(c is not k for k in keep):
+                self.rt.release(c.state)
         self.checkpoints = sorted(keep, key=lambda c: c.pos)
 
     # ------------------------------------------------------------------ generation
     def generate(self, sampler: Sampler, max_tokens: int, step: int, token: CancelToken,
                  on_text: Callable[[str], None] | None) -> tuple[str, bool, int]:
-        """Sample until end of turn; returns (text, finished, n_tokens). Checks the token between tokens."""
+        """Sample until end of turn; returns (text, finished, n_tokens). Checks the token between tokens.
+
+        Tokens the sampler says are forced (`forced()`) go into the same decode as the token sampled before
+        them; an answer the sampler calls complete ends without sampling the end of turn."""
         ids: list[int] = []
-        raw = b""
-        shown = 0
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # holds back a character cut between tokens
+        text = ""
         finished = False
-        for _ in range(max_tokens):
+        forced = getattr(sampler, "forced", None)
+        while len(ids) < max_tokens:
             token.check()
             t = sampler.sample()
             if self.rt.is_eog(t):
                 finished = True
                 break
-            ids.append(t)
-            raw += self.rt.piece(t)
-            text = raw.decode("utf-8", errors="ignore")
-            if on_text is not None and len(text) > shown:
-                on_text(text[shown:])
-                shown = len(text)
+            batch = [t, *(forced()[:max_tokens - len(ids) - 1] if forced is not None else ())]
+            ids += batch
+            new = utf8.decode(b"".join(self.rt.piece(b) for b in batch))
+            text += new
+            if on_text is not None and new:
+                on_text(new)
+            done = bool(getattr(sampler, "complete", False))
             self.exact = False
-            self.rt.decode_tokens([t], self.pos_end, True, token)
-            self.held.append(t)
-            self.pos_end += 1
+            self.rt.decode_tokens(batch, self.pos_end, not done, token)
+            self.held.extend(batch)
+            self.pos_end += len(batch)
             self.exact = True
-        text = raw.decode("utf-8", errors="replace")
+            if done:
+                finished = True
+                break
+        text += utf8.decode(b"", final=True)
         if finished:
             self.answers[(step, text)] = ids
         return text, finished, len(ids)
@@ -334,6 +342,8 @@ class Session:
     def reset(self) -> None:
         self.rt.clear()
         self.held = []
+        for c in self.checkpoints:
+            self.rt.release(c.state)
         self.checkpoints = []
         self.exact = True
         self.pos_end = 0

@@ -18,11 +18,13 @@ from app.engine.sampling import GrammarSampler, pick
 
 
 class ReasoningSampler:
-    def __init__(self, rt: LlamaRuntime, answer: GrammarSampler, budget: int, end: str, seed: int = 0) -> None:
+    def __init__(self, rt: LlamaRuntime, answer: GrammarSampler, budget: int, end: str, seed: int = 0,
+                 fast_forward: bool = False) -> None:
         self.rt, self.answer, self.budget = rt, answer, budget
+        self.fast_forward = fast_forward
         self.closing = rt.tokenize(end)
         self.end_id = self.closing[0] if self.closing else -1
-        self.forced: deque[int] = deque()
+        self.queued: deque[int] = deque()  # the closing tag's tokens still to come
         self.thinking = True
         self.thinking_tokens = 0
         self.forced_close = False  # the budget ran out before the model closed its reasoning
@@ -42,20 +44,36 @@ class ReasoningSampler:
         return pick(logits, self.answer.temperature, self.answer.top_k, self._rng)
 
     def sample(self) -> int:
-        if self.forced:
-            return self.forced.popleft()
+        if self.queued:
+            return self.queued.popleft()
         if not self.thinking:
             return self.answer.sample()
         if self.thinking_tokens >= self.budget:
             self.thinking, self.forced_close = False, True
-            self.forced.extend(self.closing)
-            return self.forced.popleft()
+            self.queued.extend(self.closing)
+            return self.queued.popleft()
         t = self._free()
         self.thinking_tokens += 1
         if t == self.end_id:
             self.thinking = False
-            self.forced.extend(self.closing[1:])
+            self.queued.extend(self.closing[1:])
         return t
+
+    def forced(self) -> list[int]:
+        """With fast-forward: the rest of the closing tag, then what the answer grammar forces at its start."""
+        if not self.fast_forward or self.thinking:
+            return []
+        out = list(self.queued)
+        self.queued.clear()
+        return out + self.answer.forced()
+
+    @property
+    def complete(self) -> bool:
+        return not self.thinking and not self.queued and self.answer.complete
+
+    @property
+    def forced_tokens(self) -> int:
+        return self.answer.forced_tokens
 
     def close(self) -> None:
         self.answer.close()
