@@ -28,6 +28,7 @@ from app.desktop.executor import DryRunExecutor
 from app.domain import events as ev
 from app.domain.actions import Write
 from app.domain.cancel import CancelToken
+from app.domain.errors import CaptureError
 from app.domain.paths import default_paths
 from tests.scripted_engine import ScriptedEngine
 
@@ -42,6 +43,7 @@ class TrackingCapturer(Capturer):
         super().__init__(NO_SETTLE)
         self.refs: list[weakref.ref[Any]] = []
         self.stale_left = stale_times
+        self.token: CancelToken | None = None  # the run's
 
     def grab(self, monitor: Any = None) -> Any:
         shot = super().grab(monitor)
@@ -70,6 +72,7 @@ class Rig:
     pause: threading.Event = field(default_factory=threading.Event)
     finished: ev.RunFinished | None = None
     capturer: TrackingCapturer | None = None
+    capturer_type: type[TrackingCapturer] = TrackingCapturer
 
     def __post_init__(self) -> None:
         self.paths = default_paths(self.tmp_path / "home").ensure()
@@ -82,7 +85,8 @@ class Rig:
             self.on_event(e)
 
     def _run(self, task: str, steps: int) -> None:
-        self.capturer = TrackingCapturer(self.stale_times)  # capture belongs to the thread that runs the loop
+        self.capturer = self.capturer_type(self.stale_times)  # capture belongs to the thread that runs the loop
+        self.capturer.token = self.token
         recorder = Recorder(self.paths.database, self.paths.runs)
         try:
             self.run_id = recorder.start_run(task, "scripted", {}, False)
@@ -177,6 +181,22 @@ def test_a_stop_in_the_middle_of_an_action_records_what_was_started_and_done(tar
     assert step["decision"] == "auto" and step["description"].startswith("Type")
     assert "stopped while acting" in step["error"] and "10 input events had been sent" in step["error"]
     assert step["executed"] == {"tool": "write", "stopped": True, "events": 10}
+
+
+class StoppedWhileCapturing(TrackingCapturer):
+    """`deskhand stop` arrives while the screen is captured, and the capture then fails (a black frame)."""
+
+    def grab(self, monitor: Any = None) -> Any:
+        super().grab(monitor)
+        assert self.token is not None
+        self.token.cancel("stopped by `deskhand stop`")
+        raise CaptureError("The screenshot of monitor 1 is completely black.", "Wake the screen.")
+
+
+def test_a_stop_before_a_failure_ends_the_run_as_stopped_not_failed(target, tmp_path):
+    rig = Rig(tmp_path, [CLICK], capturer_type=StoppedWhileCapturing)
+    done = rig.run()
+    assert (done.outcome, done.steps) == ("stopped", 0) and done.message == "Stopped by `deskhand stop`.", done
 
 
 # ------------------------------------------------------------------ 7. secrets never reach the record

@@ -24,8 +24,10 @@ DESKHAND = REPO / ".venv" / "bin" / "deskhand"
 
 @pytest.fixture
 def env(private_x, tmp_path):
-    if missing_tools("xdotool") or not DESKHAND.exists():
-        pytest.skip("needs xdotool and the installed .venv/bin/deskhand")
+    if missing_tools("xdotool", "xsetroot") or not DESKHAND.exists():
+        pytest.skip("needs xdotool, xsetroot and the installed .venv/bin/deskhand")
+    # a desktop, not a black screen (which a run refuses as a locked or sleeping screen)
+    subprocess.run(["xsetroot", "-display", private_x, "-solid", "#3a5f8a"], check=True, timeout=30)
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     e = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "DESKHAND_HOME")}
@@ -80,6 +82,9 @@ class App:
             d.flush()
         finally:
             d.close()
+        # as a person does: the next window is closed once this one is gone (a modal one blocks its parent's close)
+        wait_until(lambda: self.proc.poll() is not None or self.window(title) != wid, 30,
+                   f"the window “{title}” to close", 0.1)
 
     def output(self) -> str:
         return self.out_path.read_text(encoding="utf-8", errors="replace")

@@ -145,9 +145,12 @@ class Run:
                                "Raise it in Settings if the task needs more.", step - 1)
         except Cancelled as exc:  # a step stopped while it acted counts: it was recorded, and it did something
             return self.finish("stopped", "", stopped_message(exc), step if self.stopped_acting else step - 1)
-        except EngineUnavailable as exc:  # the model server went away: the run can be tried again
-            return self.finish("interrupted", "", str(exc), step - 1)
         except DeskhandError as exc:
+            if self.token.cancelled:  # the stop came first: what failed after it (a cut capture) is not the outcome
+                log.info("after the stop: %s", exc)
+                return self.finish("stopped", "", stopped_message(Cancelled(self.token.reason)), step - 1)
+            if isinstance(exc, EngineUnavailable):  # the model server went away: the run can be tried again
+                return self.finish("interrupted", "", str(exc), step - 1)
             return self.finish("failed", "", str(exc), step - 1)
 
     def finish(self, outcome: str, answer: str, message: str, steps: int) -> ev.RunFinished:
