@@ -155,6 +155,11 @@ def test_a_wrong_checksum_is_refused_and_nothing_is_set_up(tmp_path, server, qwe
     assert not saved(home).setup_done
 
 
+def as_in_a_terminal() -> None:
+    """Ctrl+C reaches a command run in a terminal; a suite started in the background inherits SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_pauses_and_the_next_run_resumes(tmp_path, server, qwen35_pair):
     home = tmp_path / "home"
     text, _ = write_catalog(home, server, qwen35_pair, delay=0.02)
@@ -162,7 +167,7 @@ def test_ctrl_c_pauses_and_the_next_run_resumes(tmp_path, server, qwen35_pair):
     part = blobs / f"{hashlib.sha256(text).hexdigest()}.incomplete"
     proc = subprocess.Popen([sys.executable, "-m", "app", "setup", "--download", "tiny"], cwd=REPO,
                             env=env_for(home, HF_ENDPOINT=server.endpoint), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_in_a_terminal)
     try:
         wait_until(lambda: part.exists() and part.stat().st_size > 100_000, 30, "part of the download")
         proc.send_signal(signal.SIGINT)
