@@ -73,6 +73,7 @@ class Rig:
     finished: ev.RunFinished | None = None
     capturer: TrackingCapturer | None = None
     capturer_type: type[TrackingCapturer] = TrackingCapturer
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         self.paths = default_paths(self.tmp_path / "home").ensure()
@@ -91,7 +92,7 @@ class Rig:
         try:
             self.run_id = recorder.start_run(task, "scripted", {}, False)
             self.started.set()
-            cfg = RunConfig(step_limit=steps, policy=self.policy, capture=NO_SETTLE, prefetch=False)
+            cfg = RunConfig(step_limit=steps, policy=self.policy, capture=NO_SETTLE, prefetch=self.prefetch)
             self.finished = run_task(self.run_id, task, cfg, self.engine, self.capturer,
                                      self.executor or DryRunExecutor(), recorder, self.sink, self.gate, self.token,
                                      self.pause)
@@ -197,6 +198,42 @@ def test_a_stop_before_a_failure_ends_the_run_as_stopped_not_failed(target, tmp_
     rig = Rig(tmp_path, [CLICK], capturer_type=StoppedWhileCapturing)
     done = rig.run()
     assert (done.outcome, done.steps) == ("stopped", 0) and done.message == "Stopped by `deskhand stop`.", done
+
+
+class PrefetchUntilStopped(ScriptedEngine):
+    """The scripted model whose prefetch of the next prompt runs until it is told to stop."""
+
+    def __init__(self, script: list[Any]) -> None:
+        super().__init__(script, keep_images=False)
+        self.prefetching = threading.Event()
+        self.prefetch_ended = threading.Event()
+
+    def prepare_next(self, task: str, history: Any, token: CancelToken) -> None:
+        self.prefetching.set()
+        while not token.wait(0.01):
+            pass
+        self.prefetch_ended.set()
+
+
+class CrashingExecutor(DryRunExecutor):
+    """A bug in acting (not a DeskhandError), once the engine is prefetching the next prompt."""
+
+    def __init__(self, engine: PrefetchUntilStopped) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def perform(self, action: Any, shot: Any, token: CancelToken) -> Any:
+        assert self.engine.prefetching.wait(30)
+        raise RuntimeError("a bug while acting")
+
+
+def test_an_internal_error_ends_the_prefetch_before_the_run_lets_go_of_the_engine(target, tmp_path):
+    """The worker reports the bug and keeps the engine for the next run: nothing may still be using it."""
+    engine = PrefetchUntilStopped([CLICK, CLICK])
+    rig = Rig(tmp_path, [], engine=engine, executor=CrashingExecutor(engine), prefetch=True)
+    with pytest.raises(RuntimeError, match="a bug while acting"):
+        rig._run("do the task", 3)
+    assert engine.prefetch_ended.is_set()
 
 
 # ------------------------------------------------------------------ 7. secrets never reach the record

@@ -129,6 +129,12 @@ class Run:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> ev.RunFinished:
+        try:
+            return self.take_steps()
+        finally:  # also after an internal error: the engine must have one owner again before anything else uses it
+            self.end_prefetch(cancel=True)
+
+    def take_steps(self) -> ev.RunFinished:
         feedback = ""
         step = 1
         try:
