@@ -27,24 +27,30 @@ from typing import Any
 
 from app.domain.cancel import CancelToken
 from app.engine.local import LocalEngine, LocalEngineConfig
+from app.engine.profile import ImageSpec
 from app.engine.vision import encode_image
 from benchmarks import gpu_probe as probe
+from benchmarks import op_profile
 from benchmarks.engine_summary import summary
 from benchmarks.step_modes import Mode, configure, run_mode, screenshots
 
 STEPS = (1, 2, 5, 10, 20)
 FORCED_TOKENS = 60
+OBSERVATION_TEXT_TOKENS = 68  # around a 1920×1080 screenshot's image tokens in a Holotron observation (2372 - 2304)
 STAGES = ("latency_s", "wait_s", "encode_s", "history_s", "observation_s", "prefill_s", "restore_s", "generate_s",
           "other_s", "prefetch_s", "tokens_evaluated", "history_tokens_evaluated", "tokens_generated",
           "tokens_forced", "checkpoints_saved", "checkpoint_buffers_reused", "context")
 
 
 def main_modes(a: argparse.Namespace) -> list[tuple[Mode, int]]:
-    return [(Mode("prefetch", prefetch="between", act_s=0.0), a.repeats),
-            (Mode("approval", decide_s=a.approval_s, act_s=a.act_s), 1),
-            (Mode("auto", act_s=a.act_s), a.repeats),
-            (Mode("no_prefetch", prefetch="none", act_s=0.0), 1),
-            (Mode("reeval", prefetch="none", act_s=0.0, reeval=True), a.reeval_repeats)]
+    modes = [(Mode("prefetch", prefetch="between", act_s=0.0), a.repeats),
+             (Mode("approval", decide_s=a.approval_s, act_s=a.act_s), 1),
+             (Mode("auto", act_s=a.act_s), a.repeats),
+             (Mode("no_prefetch", prefetch="none", act_s=0.0), 1),
+             (Mode("reeval", prefetch="none", act_s=0.0, reeval=True), a.reeval_repeats)]
+    if a.tile_budget:  # the user's "Screenshot detail" setting: fewer tiles, a smaller view of the screen
+        modes.append((Mode(f"auto_tiles_{a.tile_budget}", act_s=a.act_s, tiles=a.tile_budget), a.repeats))
+    return modes
 
 
 def lever_modes(a: argparse.Namespace) -> list[Mode]:
@@ -144,7 +150,8 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
           flush=True)
     runs: dict[str, list[list[dict[str, Any]]]] = {}
     ref: dict[str, Any] = {}
-    todo = [(md, n, a.steps) for md, n in main_modes(a) if a.modes is None or md.name in a.modes]
+    todo = [(md, n, a.steps) for md, n in main_modes(a) if (a.modes is None or md.name in a.modes)
+            and (md.tiles is None or isinstance(profile.image, ImageSpec))]  # Qwen-VL images have no tiles
     if a.levers:
         todo += [(md, 1, min(a.lever_steps, a.steps)) for md in lever_modes(a)]
     for mode, repeats, steps in todo:
@@ -165,10 +172,21 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
     for tmode in (["off", "on"] if a.thinking == "both" else []):
         thinking_modes[tmode] = thinking_cost(engine, shots, tmode, a.thinking_budget, a.repeats)
         print(f"thinking {tmode}: {thinking_modes[tmode]}", flush=True)
+    ops = None
+    if a.op_profile:
+        from app.engine.prompt import image_tokens
+
+        n_img = image_tokens(profile, shots[0].image)[1]
+        mem.start_phase("op_profile")
+        ops = op_profile.profile(engine._session.rt, context_tokens=ref.get("context") or 10892,  # type: ignore
+                                 image_tokens=n_img, text_tokens=OBSERVATION_TEXT_TOKENS, decode_tokens=40)
+        print(op_profile.markdown(ops), flush=True)
     engine.close()
     mem.stop.set()
     mem.join(2)
-    return results(a, profile, shots, loads, m, ref, runs, thinking_modes, mem.peaks)
+    out = results(a, profile, shots, loads, m, ref, runs, thinking_modes, mem.peaks)
+    out["op_profile"] = ops
+    return out
 
 
 def results(a: argparse.Namespace, profile: Any, shots: list[Any], loads: list[float], m: dict[str, Any],
@@ -177,6 +195,11 @@ def results(a: argparse.Namespace, profile: Any, shots: list[Any], loads: list[f
     from app.engine.prompt import image_tokens
 
     grid, n_img = image_tokens(profile, shots[0].image)
+    fewer = None
+    if a.tile_budget and isinstance(profile.image, ImageSpec):
+        img = dataclasses.replace(profile.image, max_tiles=a.tile_budget)
+        g, n = image_tokens(dataclasses.replace(profile, image=img), shots[0].image)
+        fewer = {"tiles": a.tile_budget, "screenshot": f"{a.screenshot_size} as {g}, {n} image tokens"}
     main = runs.get("prefetch", [])
     gen = [x["gen_tok_s"] for run in main for x in run]
     info = probe.machine()
@@ -191,7 +214,7 @@ def results(a: argparse.Namespace, profile: Any, shots: list[Any], loads: list[f
                    "screenshot": f"{a.screenshot_size} ({grid}, {n_img} image tokens)",
                    "thinking": {"on": profile.thinking, "budget": profile.reasoning.max_tokens, "mode": a.thinking},
                    "forced_tokens": FORCED_TOKENS, "repeats": a.repeats, "approval_s": a.approval_s,
-                   "act_s": a.act_s, "lever_steps": a.lever_steps},
+                   "act_s": a.act_s, "lever_steps": a.lever_steps, "tile_budget_mode": fewer},
         "load_s": probe.spread(loads),
         "tile_encode_ms": m["tile_encode_ms"]["median"], "prompt_tok_s": m["prompt_tok_s"]["median"],
         "reference_gen_tok_s": ref.get("raw", {}).get("median", 0.0),
@@ -268,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated main modes (default: prefetch,approval,auto,no_prefetch,reeval)")
     p.add_argument("--no-levers", dest="levers", action="store_false", help="skip the lever runs")
     p.add_argument("--lever-steps", type=int, default=8, help="steps of each lever run")
+    p.add_argument("--tile-budget", type=int, default=7,
+                   help="also run auto-approve with this tile budget (0: not): 2-7 make a 16:9 screen 2×1 + thumbnail")
+    p.add_argument("--no-op-profile", dest="op_profile", action="store_false",
+                   help="skip the op-by-op profile of the prefill and the decode")
     p.add_argument("--commit", default=os.environ.get("DESKHAND_COMMIT", "unknown"))
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="", help="added to the file names")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.op_profile import markdown
+
 MODE_TEXT = {
     "prefetch": "next prefix evaluated between steps (untimed)",
     "approval": "approval: prefetch while the user looks, then the action",
@@ -18,6 +20,13 @@ MODE_TEXT = {
     "before_prefetch": "before: sliding, no fast-forward, no overlap; prefetch between steps",
     "before_auto": "before: sliding, no fast-forward, no overlap; no prefetch (auto-approve as it was)",
 }
+
+
+def _mode_text(name: str, cfg: dict[str, Any]) -> str:
+    fewer = cfg.get("tile_budget_mode")
+    if fewer and name == f"auto_tiles_{fewer['tiles']}":
+        return f"auto-approve with the tile budget {fewer['tiles']} (the model sees {fewer['screenshot']})"
+    return MODE_TEXT.get(name, name)
 
 
 def _ok(b: bool) -> str:
@@ -63,6 +72,12 @@ def summary(r: dict[str, Any]) -> str:
             f"| auto-approve, step {last} | {auto[last]:.3f} s | ≤ 0.8 s — {_ok(auto[last] <= 0.8)} |",
             f"| auto-approve, step {last} vs step 2 | {100 * (auto[last] / auto['2'] - 1):+.1f}% | within 10% — "
             f"{_ok(abs(auto[last] / auto['2'] - 1) <= 0.10)} |"]
+    fewer = cfg.get("tile_budget_mode")
+    few = by_mode.get(f"auto_tiles_{fewer['tiles']}", {}) if fewer else {}
+    if few:
+        last = str(max(int(k) for k in few))
+        lines.append(f"| auto-approve, tile budget {fewer['tiles']} ({fewer['screenshot']}), step {last} | "
+                     f"{few[last]:.3f} s | a choice in Settings, not the default |")
     if appr:
         last = str(max(int(k) for k in appr))
         before = by_mode.get("before_prefetch", {})
@@ -82,7 +97,7 @@ def summary(r: dict[str, Any]) -> str:
     for s in steps:
         lines.append(f"| {s} | " + " | ".join(f"{v[str(s)]:.3f}" if str(s) in v else "" for v in by_mode.values())
                      + " |")
-    lines += ["", "Modes: " + "; ".join(f"`{k}`: {MODE_TEXT.get(k, k)}" for k in by_mode) + ".", "",
+    lines += ["", "Modes: " + "; ".join(f"`{k}`: {_mode_text(k, cfg)}" for k in by_mode) + ".", "",
               "Where the last step of each run goes (seconds; medians):", "", *_stage_rows(r), "",
               "Memory per mode (peak GPU memory in use, peak RSS of the process):", "",
               "| phase | GPU MiB | RSS MiB |", "|---|---|---|"]
@@ -98,4 +113,8 @@ def summary(r: dict[str, Any]) -> str:
             lines.append(f"| {mode} (budget {v['budget']}) | {v['tokens_generated']:.0f} | {v['thinking_tokens']:.0f} "
                          f"| {v['generate_s']:.2f} s | {v['gen_tok_s']:.1f} | {lat.get('1', 0):.2f} s, "
                          f"{lat[max(lat, key=int)]:.2f} s |")
+    if r.get("op_profile"):
+        lines += ["", "Op by op (benchmarks/op_profile.py: each graph node launched alone and timed to its end; the "
+                  "callback's own cost per node, measured on nodes that run no kernel, is taken off):", "",
+                  markdown(r["op_profile"])]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from app.cli.history_file import image_digest
 from app.domain.cancel import CancelToken
 from app.domain.proposal import Observation, PastStep
 from app.engine.local import LocalEngine
+from app.engine.profile import ImageSpec
 from app.engine.sampling import GrammarSampler
 from app.engine.thinking import ReasoningSampler
 
@@ -103,6 +104,7 @@ class Mode:
     fast_forward: bool | None = None
     overlap: bool | None = None
     answer_tokens: int | None = 60  # None: the whole click answer
+    tiles: int | None = None  # the tile budget (Settings → Model → Screenshot detail); None: the profile's
 
 
 def configure(engine: LocalEngine, mode: Mode) -> None:
@@ -111,8 +113,13 @@ def configure(engine: LocalEngine, mode: Mode) -> None:
         p = dataclasses.replace(p, image_drop=mode.drop)
     if mode.fast_forward is not None:
         p = dataclasses.replace(p, generation=dataclasses.replace(p.generation, fast_forward=mode.fast_forward))
+    if mode.tiles is not None and isinstance(p.image, ImageSpec):
+        p = dataclasses.replace(p, image=dataclasses.replace(p.image, max_tiles=mode.tiles))
     engine.profile = p
     session = engine._session
+    if session.images.spec != p.image:  # type: ignore[union-attr]  # the cached layouts follow the tile budget
+        session.images.clear()  # type: ignore[union-attr]
+        session.images.spec = p.image  # type: ignore[union-attr]
     if mode.overlap is not None:
         session.overlap_encode = mode.overlap  # type: ignore[union-attr]
 
