@@ -25,6 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import llama_cpp  # noqa: F401  (before numpy: the other order crashed model loading on the GPU image)
+import numpy as np
+
 from app.domain.cancel import CancelToken
 from app.engine.local import LocalEngine, LocalEngineConfig
 from app.engine.profile import ImageSpec
@@ -142,6 +145,9 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
         print(f"load {i + 1}: {loads[-1]:.2f} s on {info.device}", flush=True)
     assert engine is not None
     profile = engine.profile
+    logits = probe.logits_sample(engine._session.rt)  # type: ignore[union-attr]
+    if a.logits_out:
+        np.save(a.logits_out, logits)
     w, h = (int(x) for x in a.screenshot_size.lower().split("x"))
     shots = screenshots(a.steps, (w, h))
     mem.start_phase("micro")
@@ -186,6 +192,9 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
     mem.join(2)
     out = results(a, profile, shots, loads, m, ref, runs, thinking_modes, mem.peaks)
     out["op_profile"] = ops
+    top = np.argsort(-logits)[:10]
+    out["logits_sample"] = {"finite": bool(np.isfinite(logits).all()), "top10": [int(t) for t in top],
+                            "top10_values": [float(logits[t]) for t in top]}
     return out
 
 
@@ -295,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run auto-approve with this tile budget (0: not): 2-7 make a 16:9 screen 2×1 + thumbnail")
     p.add_argument("--no-op-profile", dest="op_profile", action="store_false",
                    help="skip the op-by-op profile of the prefill and the decode")
+    p.add_argument("--logits-out", default="", help="save the logits of a fixed prompt here (.npy) to compare builds")
     p.add_argument("--commit", default=os.environ.get("DESKHAND_COMMIT", "unknown"))
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="", help="added to the file names")

@@ -170,3 +170,18 @@ def checkpoint_copies(rt: Any, repeats: int = 5) -> dict[str, Any]:
     for pool in pools.values():
         pool.close()
     return out
+
+
+def logits_sample(rt: Any, seed: int = 3) -> np.ndarray:
+    """The logits after a fixed prompt (64 text tokens, 256 image embeddings, 16 text tokens) from an empty
+    context: saved by each run so that builds of llama.cpp (MMQ or cuBLAS matrix products) can be compared on
+    the numbers they compute, not only on their speed."""
+    rng = np.random.default_rng(seed)
+    lo = min(1000, rt.n_vocab // 2)
+    rt.clear()
+    rt.decode_tokens([int(x) for x in rng.integers(lo, rt.n_vocab, 64)], 0, False, None)
+    rt.decode_embeddings([(rng.standard_normal((256, rt.n_embd)) * 0.02).astype(np.float32)], 64, False, None)
+    rt.decode_tokens([int(x) for x in rng.integers(lo, rt.n_vocab, 16)], 320, True, None)
+    out: np.ndarray = rt.logits().copy()
+    rt.clear()
+    return out

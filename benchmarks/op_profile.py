@@ -50,6 +50,7 @@ class NodeTimer:
         self.lib = _lib()
         self.on = False
         self.rows: list[tuple[str, str, bool, float]] = []
+        self.marks: list[int] = []  # where the prefill's rows end
         self._asked = 0.0
         self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._cb)
 
@@ -67,8 +68,10 @@ class NodeTimer:
         return True  # False would stop the graph here
 
 
-def _context(rt: Any, timer: NodeTimer) -> Any:
-    """A context like the runtime's own, with the eval callback installed (it is fixed at creation)."""
+def _context(rt: Any, timer: NodeTimer | None) -> Any:
+    """A context like the runtime's own, with the eval callback installed (it is fixed at creation) or none: with
+    one installed the scheduler calls it for every node even when it observes nothing, so plain timings need
+    a context without it."""
     o = rt.options
     p = llama_cpp.llama_context_default_params()
     p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = o.n_ctx, o.n_batch, o.n_ubatch, 1
@@ -76,8 +79,9 @@ def _context(rt: Any, timer: NodeTimer) -> Any:
     p.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if o.flash_attn
                          else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     p.no_perf = True
-    p.cb_eval = timer.callback
-    p.cb_eval_user_data = None
+    if timer is not None:
+        p.cb_eval = timer.callback
+        p.cb_eval_user_data = None
     ctx = llama_cpp.llama_init_from_model(rt.model, p)
     if not ctx:
         raise RuntimeError("llama.cpp could not create the profiling context")
@@ -122,15 +126,29 @@ def table(rows: list[tuple[str, str, bool, float]], units: int, top: int = 15) -
 def profile(rt: Any, *, context_tokens: int, image_tokens: int, text_tokens: int, decode_tokens: int,
             image_batch: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Fill a fresh context to `context_tokens`, then time the new observation (image embeddings in the
-    engine's batches, then text with logits) and `decode_tokens` batch-1 decodes: once plainly (synchronised
-    wall time), once node by node. The runtime's own context is left alone."""
+    engine's batches, then text with logits) and `decode_tokens` batch-1 decodes: in a plain context
+    (synchronised wall time), and node by node in one with the callback. The runtime's own context is left alone."""
     timer = NodeTimer()
+    step = image_batch or max(rt.options.n_batch // 2, 1)
+    walls = _run(rt, None, context_tokens, image_tokens, text_tokens, decode_tokens, step, seed)
+    profiled = _run(rt, timer, context_tokens, image_tokens, text_tokens, decode_tokens, step, seed)
+    n_prefill = timer.marks[0]
+    prefill = table(timer.rows[:n_prefill], 1)
+    decode = table(timer.rows[n_prefill:], decode_tokens)
+    prefill.update(tokens=image_tokens + text_tokens, wall_ms=1000 * walls[0], profiled_wall_ms=1000 * profiled[0])
+    decode.update(tokens=decode_tokens, wall_ms=1000 * walls[1] / decode_tokens,
+                  profiled_wall_ms=1000 * profiled[1] / decode_tokens)
+    return {"context_tokens": context_tokens, "image_batch": step, "prefill": prefill, "decode_per_token": decode}
+
+
+def _run(rt: Any, timer: NodeTimer | None, context_tokens: int, image_tokens: int, text_tokens: int,
+         decode_tokens: int, step: int, seed: int) -> tuple[float, float]:
+    """(prefill seconds, decode seconds) in a fresh context; with `timer`, its nodes are recorded meanwhile."""
     ctx = _context(rt, timer)
-    on = copy.copy(rt)  # the runtime's decode helpers, on the profiling context
+    on = copy.copy(rt)  # the runtime's decode helpers, on this context
     on.ctx, on._abort_on = ctx, False
     rng = np.random.default_rng(seed)
     lo = min(1000, rt.n_vocab // 2)
-    step = image_batch or max(rt.options.n_batch // 2, 1)
     pos = 0
 
     def ids(n: int) -> list[int]:
@@ -165,24 +183,19 @@ def profile(rt: Any, *, context_tokens: int, image_tokens: int, text_tokens: int
             on.decode_tokens(ids(min(rt.options.n_batch, context_tokens - a)), pos, False, None)
             pos += min(rt.options.n_batch, context_tokens - a)
         decodes(3)  # warm-up: graphs allocated, CUDA graphs captured
-        prefill_wall = timed(observation)
-        decode_wall = timed(decodes, decode_tokens)
-        timer.on = True
-        prefill_profiled = timed(observation)
-        n_prefill = len(timer.rows)
-        decodes(1)  # graphs for one token re-planned with the callback: not counted
-        del timer.rows[n_prefill:]
-        decode_profiled = timed(decodes, decode_tokens)
-        timer.on = False
+        if timer is not None:
+            timer.on = True
+        prefill = timed(observation)
+        if timer is not None:
+            timer.marks.append(len(timer.rows))
+            decodes(1)  # graphs for one token planned again after the prefill: not counted
+            del timer.rows[timer.marks[-1]:]
+        decode = timed(decodes, decode_tokens)
     finally:
+        if timer is not None:
+            timer.on = False
         llama_cpp.llama_free(ctx)
-    prefill = table(timer.rows[:n_prefill], 1)
-    decode = table(timer.rows[n_prefill:], decode_tokens)
-    prefill.update(tokens=image_tokens + text_tokens, wall_ms=1000 * prefill_wall,
-                   profiled_wall_ms=1000 * prefill_profiled)
-    decode.update(tokens=decode_tokens, wall_ms=1000 * decode_wall / decode_tokens,
-                  profiled_wall_ms=1000 * decode_profiled / decode_tokens)
-    return {"context_tokens": context_tokens, "image_batch": step, "prefill": prefill, "decode_per_token": decode}
+    return prefill, decode
 
 
 def markdown(p: dict[str, Any], rows: int = 10) -> str:
@@ -191,8 +204,8 @@ def markdown(p: dict[str, Any], rows: int = 10) -> str:
     for key, title in (("prefill", f"prefill of {p['prefill']['tokens']} tokens"),
                        ("decode_per_token", "decode, per token")):
         d = p[key]
-        out += [f"**{title}** at {p['context_tokens']:,} tokens of context: {d['wall_ms']:.1f} ms as a step runs "
-                f"it; node by node {d['profiled_wall_ms']:.1f} ms, {d['kernel_nodes']:.0f} kernel nodes, "
+        out += [f"**{title}** at {p['context_tokens']:,} tokens of context: {d['wall_ms']:.1f} ms without the "
+                f"callback; node by node {d['profiled_wall_ms']:.1f} ms, {d['kernel_nodes']:.0f} kernel nodes, "
                 f"{d['overhead_per_node_us']:.0f} µs callback cost per node, {d['net_ms']:.1f} ms net of it"
                 + (f"; {d['on_host']['nodes']:.0f} nodes on the CPU ({d['on_host']['ms']:.1f} ms)"
                    if d["on_host"]["nodes"] else "") + ".", "",
