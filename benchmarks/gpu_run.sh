@@ -11,8 +11,9 @@
 # run built there (a second model on the same machine), instead of building it again.
 #
 # It expects in .dev/ (ignored by git, carried to the machine): lcp-src.tgz (shared/tools/strip-sdist.sh),
-# build-cuda-wheel.sh, whl/*.whl (gguf, diskcache for Python 3.12), cpu/llama_cpp_python-*.whl (a CPU build,
-# used to generate and quantize while the CUDA build runs). With internet, `pip install gguf diskcache`
+# build-cuda-wheel.sh, whl/*.whl (gguf, diskcache, and platformdirs for the closing `app propose`; Python 3.12),
+# cpu/llama_cpp_python-*.whl (a CPU build, used to generate and quantize while the CUDA build runs). With
+# internet, `pip install gguf diskcache platformdirs`
 # and a CUDA build of llama-cpp-python (installers/source/install.sh --cuda) replace all of that.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -178,11 +178,13 @@ def _run(rt: Any, timer: NodeTimer | None, context_tokens: int, image_tokens: in
         llama_cpp.llama_synchronize(ctx)
         return time.perf_counter() - t0
 
+    fill = max(0, context_tokens - image_tokens - text_tokens)
     try:
-        for a in range(0, context_tokens, rt.options.n_batch):
-            on.decode_tokens(ids(min(rt.options.n_batch, context_tokens - a)), pos, False, None)
-            pos += min(rt.options.n_batch, context_tokens - a)
-        decodes(3)  # warm-up: graphs allocated, CUDA graphs captured
+        for a in range(0, fill, rt.options.n_batch):
+            on.decode_tokens(ids(min(rt.options.n_batch, fill - a)), pos, False, None)
+            pos += min(rt.options.n_batch, fill - a)
+        observation()  # warm-up: the embedding batches' graphs allocated (a step finds them so)
+        decodes(3)  # and the single token's, CUDA graphs captured
         if timer is not None:
             timer.on = True
         prefill = timed(observation)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 
 from app.agent.recorder import Recorder, StepRecord, connect, list_runs
 from app.domain import events as ev
@@ -23,7 +24,7 @@ from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings, load_settings
 from app.ui.application import NO_TRAY, Application
 from app.ui.messages import CrashReporter, error_html
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.settings_dialog import SettingsDialog, tile_effect
 from app.ui.single_instance import InstanceServer, send_to_running, server_name
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, _point, delivered, screen_image
@@ -88,6 +89,23 @@ def test_settings_round_trip_through_the_dialog_and_the_file(qtbot, make_app, pa
                         private_mode=True, monitor="all")
     assert saved.settings == expected == app.settings
     assert "huggingface" not in paths.settings_file.read_text().lower()
+
+
+def test_the_tile_budget_says_what_the_model_will_see_of_this_screen(qtbot):
+    assert tile_effect(1920, 1080, 12).startswith("On this 1920×1080 screen a Holotron model sees 4×2 tiles of 512 px "
+                                                  "+ thumbnail (2048×1024 pixels, 2,304 image tokens).")
+    assert "2×1 tiles of 512 px + thumbnail (1024×512 pixels, 768 image tokens)" in tile_effect(1920, 1080, 7)
+    assert "1×1 tiles of 512 px (512×512 pixels, 256 image tokens)" in tile_effect(1920, 1080, 1)
+    d = SettingsDialog(Settings())
+    qtbot.addWidget(d)
+    d.show()
+    d.tabs.setCurrentIndex(d.tabs.count() - 1)  # Advanced
+    g = QGuiApplication.primaryScreen().geometry()
+    ratio = QGuiApplication.primaryScreen().devicePixelRatio()
+    w, h = round(g.width() * ratio), round(g.height() * ratio)
+    assert d.tile_effect.text() == tile_effect(w, h, 12) and d.tile_effect.isVisible()
+    d.tile_budget.setValue(7)  # the sentence follows the box as the user changes it
+    assert d.tile_effect.text() == tile_effect(w, h, 7) != tile_effect(w, h, 12)
 
 
 def test_invalid_values_are_not_saved(qtbot, paths):

@@ -76,6 +76,21 @@ def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) ->
     return column
 
 
+def tile_effect(width: int, height: int, budget: int) -> str:
+    """What a tile budget shows a Holotron model of a width × height screen (the reference tiling)."""
+    from app.engine.profile import FALLBACK_PROFILE, ImageSpec, load_profile
+    from app.engine.tiling import choose_grid
+
+    spec = load_profile(FALLBACK_PROFILE).image
+    assert isinstance(spec, ImageSpec)
+    grid = choose_grid(width, height, tile_size=spec.tile_size, min_tiles=spec.min_tiles, max_tiles=budget,
+                       thumbnail=spec.thumbnail)
+    cols, rows = grid.resized
+    return (f"On this {width}×{height} screen a Holotron model sees {grid.describe()} ({cols}×{rows} pixels, "
+            f"{grid.n_images * spec.tokens_per_tile:,} image tokens). Holo3.1 models see the whole screen at once "
+            "and do not use this.")
+
+
 def _form(tab: QWidget) -> QFormLayout:
     form = QFormLayout(tab)
     form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
@@ -218,9 +233,16 @@ class SettingsDialog(QDialog):
         _explained(form, "Memory for the task:", self.context_size,
                    "How much of the task's history the model keeps in mind. More takes more memory.")
         self.tile_budget = _spin(1, 12, suffix=" tiles")
-        _explained(form, "Screenshot detail:", self.tile_budget,
-                   "The screenshot is cut into up to this many tiles for the model: more reads small text better "
-                   "but each step takes longer.")
+        detail = _explained(form, "Screenshot detail:", self.tile_budget,
+                            "The screenshot is cut into up to this many tiles for the model: more reads small text "
+                            "better but each step takes longer.")
+        self.tile_effect = QLabel()  # what the model is shown at this budget, on this screen
+        self.tile_effect.setWordWrap(True)
+        self.tile_effect.setStyleSheet("color: #4b5563;")
+        lay = detail.layout()
+        assert lay is not None
+        lay.addWidget(self.tile_effect)
+        self.tile_budget.valueChanged.connect(self._show_tile_effect)
         self.profile = QComboBox()
         self.profile.setEditable(True)
         try:
@@ -258,6 +280,15 @@ class SettingsDialog(QDialog):
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         return scroll
 
+    def _show_tile_effect(self, budget: int) -> None:
+        screen = QGuiApplication.primaryScreen()
+        if screen is None:
+            self.tile_effect.clear()
+            return
+        ratio = screen.devicePixelRatio()  # the screenshot has the screen's device pixels
+        size = screen.geometry().size()
+        self.tile_effect.setText(tile_effect(round(size.width() * ratio), round(size.height() * ratio), budget))
+
     # ------------------------------------------------------------------ values
     def load(self, s: Settings) -> None:
         for edit, path in ((self.text_model, s.text_model), (self.mmproj, s.mmproj)):
@@ -267,6 +298,7 @@ class SettingsDialog(QDialog):
         self.gpu_layers.setValue(s.gpu_layers)
         self.context_size.setValue(s.context_size)
         self.tile_budget.setValue(s.tile_budget)
+        self._show_tile_effect(s.tile_budget)
         self.policy.setCurrentIndex(max(0, self.policy.findData(s.approval_policy)))
         self.step_limit.setValue(s.step_limit)
         self.loop_guard.setValue(s.loop_guard_repeats)
