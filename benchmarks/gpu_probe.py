@@ -180,7 +180,11 @@ def logits_sample(rt: Any, seed: int = 3) -> np.ndarray:
     lo = min(1000, rt.n_vocab // 2)
     rt.clear()
     rt.decode_tokens([int(x) for x in rng.integers(lo, rt.n_vocab, 64)], 0, False, None)
-    rt.decode_embeddings([(rng.standard_normal((256, rt.n_embd)) * 0.02).astype(np.float32)], 64, False, None)
+    image = (rng.standard_normal((256, rt.n_embd)) * 0.02).astype(np.float32)
+    if rt.mrope:  # M-RoPE embeddings need mtmd's 2-D positions: text in their place
+        rt.decode_tokens([int(x) for x in rng.integers(lo, rt.n_vocab, 256)], 64, False, None)
+    else:
+        rt.decode_embeddings([image], 64, False, None)
     rt.decode_tokens([int(x) for x in rng.integers(lo, rt.n_vocab, 16)], 320, True, None)
     out: np.ndarray = rt.logits().copy()
     rt.clear()

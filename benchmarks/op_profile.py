@@ -27,9 +27,9 @@ NO_KERNEL = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 
 class _Head(ctypes.Structure):
-    """The start of `struct ggml_tensor` (ggml.h): type, buffer, ne[4]."""
+    """The start of `struct ggml_tensor` (ggml.h): its type, then the buffer that holds it."""
 
-    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4)]
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p)]
 
 
 def _lib() -> Any:
@@ -159,7 +159,10 @@ def _run(rt: Any, timer: NodeTimer | None, context_tokens: int, image_tokens: in
         embd = (rng.standard_normal((image_tokens, rt.n_embd)) * 0.02).astype(np.float32)
         for a in range(0, image_tokens, step):
             part = embd[a:a + step]
-            on.decode_embeddings([part], pos, False, None)
+            if rt.mrope:  # M-RoPE embeddings need mtmd's 2-D positions: text tokens cost the same to evaluate
+                on.decode_tokens(ids(part.shape[0]), pos, False, None)
+            else:
+                on.decode_embeddings([part], pos, False, None)
             pos += part.shape[0]
         on.decode_tokens(ids(text_tokens), pos, True, None)
         pos += text_tokens

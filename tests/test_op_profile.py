@@ -54,3 +54,19 @@ def test_the_callback_cost_is_taken_from_nodes_that_run_no_kernel():
 def test_an_unobserved_graph_is_not_asked_for_its_nodes():
     timer = NodeTimer()
     assert timer.callback is not None and timer._cb(0, True, None) is False and timer.rows == []
+
+
+def test_a_holo31_model_is_profiled_and_its_logits_sample_is_the_same_every_time(qwen35_pair, tmp_path):
+    from benchmarks.gpu_probe import logits_sample
+
+    eng = make_engine(qwen35_pair, compact_profile(tmp_path, base="holo31", thinking=0))
+    eng.load(None, CancelToken())
+    try:
+        rt = eng._session.rt
+        assert rt.mrope
+        p = profile(rt, context_tokens=200, image_tokens=128, text_tokens=8, decode_tokens=2, image_batch=64)
+        assert p["prefill"]["tokens"] == 136 and {"MUL_MAT"} <= {r["what"] for r in p["prefill"]["by_op"]}
+        first, again = logits_sample(rt), logits_sample(rt)
+        assert first.shape == (rt.n_vocab,) and (first == again).all()  # a fixed prompt: the same numbers
+    finally:
+        eng.close()
