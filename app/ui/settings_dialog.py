@@ -5,6 +5,9 @@ application saves it (off the UI thread). The access token goes to the keyring, 
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
@@ -32,6 +35,9 @@ from app.ui import shortcuts
 from app.ui.engine_settings import EngineFields
 from app.ui.hotkey_edit import HotkeyField
 from app.ui.icons import app_icon
+
+if TYPE_CHECKING:
+    from app.engine.profile import ImageSpec
 
 POLICIES = [("ask_every_step", "Ask me before every step"),
             ("auto_approve_safe", "Go ahead with safe steps; ask before risky ones")]
@@ -76,13 +82,21 @@ def _explained(form: QFormLayout, label: str, widget: QWidget, sentence: str) ->
     return column
 
 
-def tile_effect(width: int, height: int, budget: int) -> str:
-    """What a tile budget shows a Holotron model of a width × height screen (the reference tiling)."""
+@functools.cache
+def _holotron_tiles() -> ImageSpec:
+    """The reference tiling of the Holotron profile, read from its file once (not at every turn of the box)."""
     from app.engine.profile import FALLBACK_PROFILE, ImageSpec, load_profile
-    from app.engine.tiling import choose_grid
 
     spec = load_profile(FALLBACK_PROFILE).image
     assert isinstance(spec, ImageSpec)
+    return spec
+
+
+def tile_effect(width: int, height: int, budget: int) -> str:
+    """What a tile budget shows a Holotron model of a width × height screen (the reference tiling)."""
+    from app.engine.tiling import choose_grid
+
+    spec = _holotron_tiles()
     grid = choose_grid(width, height, tile_size=spec.tile_size, min_tiles=spec.min_tiles, max_tiles=budget,
                        thumbnail=spec.thumbnail)
     cols, rows = grid.resized
