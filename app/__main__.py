@@ -6,7 +6,6 @@ No side effects on import: nothing here touches the display, the GPU or the disk
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import sys
 from collections.abc import Sequence
@@ -91,11 +90,9 @@ def looks_like_a_command(word: str, commands: Sequence[str]) -> str | None:
 
 
 def _load_llama_first() -> None:
-    """Load llama.cpp before anything imports numpy: the other order crashed model loading on a CUDA
-    machine (inside the tokenizer's initialisation). A missing or broken build is reported later, where
-    the model is used, and by `deskhand doctor`."""
-    with contextlib.suppress(Exception):
-        import llama_cpp  # noqa: F401
+    from app.engine.llama.library import load_first
+
+    load_first()
 
 
 def self_test(argv: Sequence[str]) -> int:
@@ -119,8 +116,8 @@ def self_test(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     _load_llama_first()
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in[:1] == ["--quantize-worker"]:  # the child `deskhand model convert` quantizes in (app/setup/quantize.py)
-        from app.setup.quantize import worker_main
+    if args_in[:1] == ["--quantize-worker"]:  # the child `model convert` quantizes in (app/setup/convert/quantize)
+        from app.setup.convert.quantize import worker_main
 
         return worker_main(args_in[1:])
     if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail
@@ -147,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def main_gui(argv: Sequence[str] | None = None) -> int:
     """The desktop app: `deskhand [--base-dir DIR] [OPTIONS] ["task text"]`."""
-    from app.ui.launch import launch
+    from app.ui.shell.launch import launch
 
     return launch(list(sys.argv[1:] if argv is None else argv))
 

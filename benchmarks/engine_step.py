@@ -29,9 +29,9 @@ import llama_cpp  # noqa: F401  (before numpy: the other order crashed model loa
 import numpy as np
 
 from app.domain.cancel import CancelToken
-from app.engine.local import LocalEngine, LocalEngineConfig
+from app.engine.llama.engine import LocalEngine, LocalEngineConfig
+from app.engine.llama.vision import encode_image
 from app.engine.profile import ImageSpec
-from app.engine.vision import encode_image
 from benchmarks import gpu_probe as probe
 from benchmarks import op_profile
 from benchmarks.engine_summary import summary

@@ -19,7 +19,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from app.engine.host_buffers import HostBuffers
+from app.engine.llama.host_buffers import HostBuffers
 
 
 def spread(xs: list[float]) -> dict[str, float]:

@@ -17,16 +17,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import llama_cpp  # before numpy: see app.engine.llama_runtime
+import llama_cpp  # before numpy: see app.engine.llama.runtime
 from PIL import Image, ImageDraw
 
 from app.cli.history_file import image_digest
 from app.domain.cancel import CancelToken
 from app.domain.proposal import Observation, PastStep
-from app.engine.local import LocalEngine
+from app.engine.llama.engine import LocalEngine
+from app.engine.llama.sampling import GrammarSampler
+from app.engine.llama.thinking import ReasoningSampler
 from app.engine.profile import ImageSpec
-from app.engine.sampling import GrammarSampler
-from app.engine.thinking import ReasoningSampler
 
 TASK = "Open the display settings and switch the theme to dark."
 CLICK = {"note": None, "thought": "The settings gear is at the top right; opening it to reach the display options, "

@@ -13,8 +13,8 @@ from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.domain.actions import Click
-from app.ui.approval_dialog import ApprovalDialog
-from app.ui.overlay import TargetOverlay
+from app.ui.approval.dialog import ApprovalDialog
+from app.ui.approval.marker import TargetOverlay
 from tests.ui_support import _point, delivered, proposed
 
 MARKER = (255, 45, 110)

@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 
 from app.cli.history_file import image_digest
 from app.domain.proposal import Observation
-from app.engine.local import LocalEngine, LocalEngineConfig
+from app.engine.llama.engine import LocalEngine, LocalEngineConfig
 from app.engine.profile import load_profile
 
 

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QApplication
 from app.domain import events as ev
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui.application import Application
+from app.ui.shell.application import Application
 from tests.scripted_engine import ScriptedEngine
 
 THOUGHT = ("The page is long; scrolling shows the next part of it, and the answer is further down. " * 3).strip()

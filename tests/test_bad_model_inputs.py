@@ -15,7 +15,7 @@ from app.cli.history_file import load_observation
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelFileError
 from app.domain.proposal import PastStep
-from app.engine.gguf_check import read_gguf
+from app.engine.gguf.header import read_gguf
 from app.engine.prompt import build_prompt
 from tests.engine_helpers import compact_profile, make_engine, screenshot
 

@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from app.setup.checkpoint import CheckpointError, inspect_checkpoint, stage
-from app.setup.tools_env import ToolsEnv, ToolsError
+from app.setup.convert.checkpoint import CheckpointError, inspect_checkpoint, stage
+from app.setup.convert.tools_env import ToolsEnv, ToolsError
 from tests.fixtures.hf_checkpoint import CLIP_MEAN, CLIP_STD, Variant, write_checkpoint
 
 

@@ -15,14 +15,14 @@ import pytest
 
 from app.domain.errors import Cancelled
 from app.domain.paths import default_paths
-from app.engine.gguf_check import read_gguf
-from app.engine.model_files import check_mmproj
-from app.setup.checkpoint import inspect_checkpoint, stage
-from app.setup.convert_finish import fix_normalisation
-from app.setup.convert_job import ConvertJob, ConvertRequest
-from app.setup.converter import ConverterError, convert
+from app.engine.gguf.header import read_gguf
+from app.engine.gguf.model_pair import check_mmproj
+from app.setup.convert.checkpoint import inspect_checkpoint, stage
+from app.setup.convert.finish import fix_normalisation
+from app.setup.convert.hf_to_gguf import ConverterError, convert
+from app.setup.convert.job import ConvertJob, ConvertRequest
+from app.setup.convert.registry import load_converted, registry_file
 from app.setup.download import DownloadControl
-from app.setup.local_models import load_converted, registry_file
 from tests.engine_helpers import compact_profile, screenshot
 from tests.fixtures import gguf_models as gm
 from tests.fixtures.hf_checkpoint import CLIP_MEAN, CLIP_STD, write_checkpoint
@@ -138,7 +138,7 @@ def test_a_converter_failure_reports_its_last_lines(convert_tools, converter_shi
 
 
 def test_quantize_child_is_killed_on_cancel(tmp_path, tiny_model_pair):
-    from app.setup.quantize import QuantizeProgress, quantize
+    from app.setup.convert.quantize import QuantizeProgress, quantize
 
     control = DownloadControl()
     started = threading.Event()

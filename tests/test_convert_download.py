@@ -9,11 +9,11 @@ import json
 import pytest
 
 from app.domain.paths import default_paths
-from app.setup.checkpoint import CheckpointError, inspect_checkpoint
-from app.setup.checkpoint_fetch import fetch_checkpoint, list_checkpoint
-from app.setup.convert_job import ConvertJob, ConvertRequest
+from app.setup.convert.checkpoint import CheckpointError, inspect_checkpoint
+from app.setup.convert.checkpoint_fetch import fetch_checkpoint, list_checkpoint
+from app.setup.convert.job import ConvertJob, ConvertRequest
+from app.setup.convert.registry import registry_file
 from app.setup.download import DownloadControl, Downloader, DownloadError, Paused
-from app.setup.local_models import registry_file
 from tests.fixtures.hf_checkpoint import checkpoint_files, write_checkpoint
 from tests.loopback_hub import LoopbackHub
 
@@ -99,7 +99,7 @@ def test_another_architecture_is_refused_after_config_json_only(hub, files, tmp_
 
 
 def test_not_enough_disk_is_said_before_anything_is_downloaded(hub, files, tmp_path, monkeypatch):
-    from app.setup import convert_plan
+    from app.setup.convert import plan as convert_plan
     from app.setup.transfer import NotEnoughSpace
 
     serve(hub, files)
@@ -119,7 +119,7 @@ def test_cli_takes_the_base_model_at_its_pinned_commit_and_asks_before_installin
     import subprocess
     import sys
 
-    from app.setup.convert_plan import SOURCES
+    from app.setup.convert.plan import SOURCES
 
     repo = "nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16"
     pinned = SOURCES[repo][0]

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from app.domain.errors import Cancelled, ModelFileError
-from app.engine.model_files import check_text_model
+from app.engine.gguf.model_pair import check_text_model
 from app.setup import secrets
 from app.setup.catalog import CatalogFile
 from app.setup.download import (

@@ -196,7 +196,7 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from app.domain.cancel import CancelToken
 from app.domain.errors import ModelLoadError
-from app.engine.local import LocalEngine, LocalEngineConfig
+from app.engine.llama.engine import LocalEngine, LocalEngineConfig
 e = LocalEngine(LocalEngineConfig(text_model={str(tiny_model_pair.text)!r}, mmproj={str(tiny_model_pair.mmproj)!r},
                                   profile={str(profile_path)!r}, n_ctx=1 << 25))
 try:

@@ -12,7 +12,7 @@ from app.domain.actions import INPUT_ACTIONS, Answer, AskUser, Wait
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, ModelFileError
 from app.domain.proposal import PastStep
-from app.engine.model_files import check_model_files
+from app.engine.gguf.model_pair import check_model_files
 from app.engine.profile import load_profile
 from app.engine.prompt import Boundary, build_prompt
 from tests.engine_helpers import compact_profile, make_engine, screenshot

@@ -7,9 +7,9 @@ import json
 import random
 from typing import Any
 
-from app.engine.context_plan import common_prefix
-from app.engine.forced_text import ForcedText
-from app.engine.host_buffers import HostBuffers
+from app.engine.llama.context_plan import common_prefix
+from app.engine.llama.forced_text import ForcedText
+from app.engine.llama.host_buffers import HostBuffers
 from app.engine.profile import load_profile
 
 TRICKY = ['', 'a "quoted" word', 'back\\slash', 'ünï', 'null', '", "x": 1', 'tab\there']
@@ -97,7 +97,7 @@ def test_common_prefix():
 def test_llama_cpp_debug_lines_stay_out_of_the_failure_context():
     """With CUDA graphs llama.cpp logs a debug line per generated token; those (and their continuations) must not
     push out the lines that explain a failure."""
-    from app.engine.llama_runtime import _log_line, recent_log
+    from app.engine.llama.runtime import _log_line, recent_log
 
     _log_line(3, b"load: a warning that explains things\n", None)
     for i in range(300):

@@ -35,7 +35,26 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "agent": ("PySide6", "shiboken6"),
     "setup": ("PySide6", "shiboken6"),
     "cli": ("PySide6", "shiboken6"),
+    # a model server needs no llama.cpp build on this machine; reading a GGUF header needs none either
+    "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
+    "engine/gguf": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
 }
+UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup"}
+# sub-package (or "<package>." for the modules directly in a package) -> the sibling groups it must never import
+SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
+    "desktop.wayland": set(),
+    "engine.llama": {"engine.remote"},
+    "engine.remote": {"engine.llama", "engine.gguf"},
+    "engine.gguf": {"engine.llama", "engine.remote"},
+    "setup.convert": {"setup.doctor"},
+    "setup.doctor": {"setup.convert"},
+    "ui.": {"ui.bridge", "ui.shell", *UI_WINDOWS},
+    "ui.bridge": {"ui.shell", *UI_WINDOWS},
+    **{w: {"ui.shell"} for w in UI_WINDOWS},
+    "ui.shell": set(),
+}
+MAX_MODULES_PER_FOLDER = 15
+LLAMA_RUNTIME = "app.engine.llama"  # the only package that may import llama_cpp
 
 
 def module_name(path: Path) -> str:
@@ -83,12 +102,73 @@ def violations(package: str, allowed: set[str]) -> list[str]:
     return bad
 
 
+def group_of(module: str) -> str:
+    """`engine.llama` for app.engine.llama.session, `engine.` for app.engine.family (a package's own modules)."""
+    parts = module.split(".")[1:]
+    if len(parts) >= 2 and (APP / parts[0] / parts[1]).is_dir():
+        return f"{parts[0]}.{parts[1]}"
+    return f"{parts[0]}." if parts else ""
+
+
+def subpackage_violations() -> list[str]:
+    bad = []
+    for path in sorted(APP.rglob("*.py")):
+        group = group_of(module_name(path))
+        for target in sorted(imported_app_modules(path)):
+            if target.count(".") and group_of(target) in SUBPACKAGE_FORBIDDEN.get(group, set()):
+                bad.append(f"{module_name(path)} imports {target}")
+    return bad
+
+
+def llama_cpp_importers() -> list[str]:
+    """Modules outside the llama runtime whose import statements name llama_cpp (lazy ones included)."""
+    found = []
+    for path in sorted(APP.rglob("*.py")):
+        if module_name(path).startswith(LLAMA_RUNTIME):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n.split(".")[0] == "llama_cpp" for n in names):
+                found.append(module_name(path))
+    return found
+
+
+def folder_problems() -> list[str]:
+    problems = []
+    for folder in sorted(p for p in [APP, *APP.rglob("*")] if p.is_dir() and (p / "__init__.py").is_file()):
+        modules = sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+        where = folder.relative_to(ROOT).as_posix()
+        if len(modules) > MAX_MODULES_PER_FOLDER:
+            problems.append(f"{where} holds {len(modules)} modules (at most {MAX_MODULES_PER_FOLDER})")
+        problems += [f"{where}/{m}.py repeats its folder's name" for m in modules if m.startswith(folder.name)]
+    return problems
+
+
 def test_every_package_has_a_rule_and_says_what_it_holds():
     packages = sorted(p.name for p in APP.iterdir() if (p / "__init__.py").is_file())
     assert set(packages) == set(ALLOWED), "a new package needs its place in ALLOWED"
-    for name in packages:
-        doc = ast.get_docstring(ast.parse((APP / name / "__init__.py").read_text(encoding="utf-8")))
-        assert doc and len(doc) > 40, f"app/{name}/__init__.py should say what lives there and what it may import"
+    subpackages = sorted(f"{p.parent.name}.{p.name}" for p in APP.glob("*/*") if (p / "__init__.py").is_file())
+    assert set(subpackages) == set(SUBPACKAGE_FORBIDDEN) - {"ui."}, "a new sub-package needs its SUBPACKAGE_FORBIDDEN"
+    for init in sorted(APP.rglob("__init__.py")):
+        if init.parent == APP:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        where = init.relative_to(ROOT).as_posix()
+        assert doc and len(doc) > 40, f"{where} should say what lives there and what it may import"
+
+
+def test_sub_packages_keep_to_their_side():
+    """The remote engine and the llama runtime never import each other; windows never import the shell."""
+    assert subpackage_violations() == []
+
+
+def test_only_the_llama_runtime_imports_llama_cpp():
+    assert llama_cpp_importers() == []
+
+
+def test_folders_stay_small_and_names_do_not_repeat_the_folder():
+    assert folder_problems() == []
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -111,6 +191,37 @@ def test_the_check_sees_a_forbidden_import(tmp_path, monkeypatch):
     assert violations("engine", ALLOWED["engine"]) == ["app.engine.bad imports app.agent.loop"]
     assert violations("domain", ALLOWED["domain"]) == ["app.domain.bad imports app.desktop.capture"]
     assert violations("agent", ALLOWED["agent"]) == ["app.agent.bad imports app.ui"]
+
+
+def test_the_sub_package_checks_see_what_they_forbid(tmp_path, monkeypatch):
+    """A remote module importing the llama runtime, a window importing the shell, llama_cpp outside the runtime,
+    a sixteenth module and a prefixed name are each reported."""
+    fake = tmp_path / "app"
+    files = {
+        "engine/remote/client.py": "from app.engine.llama.session import Session\n",
+        "engine/llama/engine.py": "import llama_cpp\n",
+        "ui/run/window.py": "def f():\n    from app.ui.shell import tray\n",
+        "ui/shell/tray.py": "",
+        "setup/flow.py": "def f():\n    import llama_cpp.mtmd_cpp\n",
+        "setup/convert/convert_job.py": "",
+        **{f"domain/m{i}.py": "" for i in range(16)},
+    }
+    for rel, text in files.items():
+        path = fake / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for folder in (path.parent, *path.parent.parents):
+            if folder == tmp_path:
+                break
+            (folder / "__init__.py").write_text('"""x"""\n')
+        path.write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "APP", fake)
+    assert subpackage_violations() == ["app.engine.remote.client imports app.engine.llama.session",
+                                       "app.ui.run.window imports app.ui.shell",
+                                       "app.ui.run.window imports app.ui.shell.tray"]
+    assert llama_cpp_importers() == ["app.setup.flow"]
+    assert folder_problems() == ["app/domain holds 16 modules (at most 15)",
+                                 "app/setup/convert/convert_job.py repeats its folder's name"]
 
 
 def test_no_module_imports_in_a_circle():
@@ -139,7 +250,8 @@ def test_no_module_imports_in_a_circle():
 @pytest.mark.parametrize("package", sorted(FORBIDDEN_THIRD_PARTY))
 def test_importing_a_package_pulls_in_nothing_above_it(package):
     """Each module imported in a fresh interpreter; which forbidden modules (app layers or third-party) appear."""
-    forbidden_app = sorted(set(ALLOWED) - ALLOWED[package] - {package})
+    top = package.split("/")[0]
+    forbidden_app = sorted(set(ALLOWED) - ALLOWED[top] - {top})
     code = f"""
 import importlib, json, sys
 bad, reported = [], set()

@@ -9,8 +9,8 @@ import pytest
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import ModelFileError
-from app.engine.gguf_check import read_gguf
-from app.engine.model_files import check_model_files
+from app.engine.gguf.header import read_gguf
+from app.engine.gguf.model_pair import check_model_files
 from tests.engine_helpers import compact_profile, make_engine
 from tests.fixtures import gguf_models as gm
 

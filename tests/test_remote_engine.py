@@ -19,11 +19,11 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, EngineUnavailable
 from app.domain.proposal import PastStep
 from app.engine.profile import load_profile
-from app.engine.remote import RemoteEngine, RemoteEngineConfig
-from app.engine.remote_client import ClientOptions
-from app.engine.remote_endpoint import parse_endpoint
-from app.engine.remote_errors import RemoteError
-from app.engine.remote_prompt import IMAGE_REF
+from app.engine.remote.client import ClientOptions
+from app.engine.remote.endpoint import parse_endpoint
+from app.engine.remote.engine import RemoteEngine, RemoteEngineConfig
+from app.engine.remote.errors import RemoteError
+from app.engine.remote.prompt import IMAGE_REF
 from tests.desktop import REPO
 from tests.engine_helpers import screenshot
 from tests.llama_server import API_KEY, MODEL, free_port

@@ -18,7 +18,7 @@ from app.domain.paths import default_paths
 from app.domain.settings import Settings, load_settings, save_settings
 from app.setup.engines import engine_from_settings
 from app.setup.secrets import REMOTE_API_KEY, SERVICE
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.settings.dialog import SettingsDialog
 from tests.llama_server import API_KEY, MODEL
 from tests.remote_helpers import tool_profile
 from tests.ui_support import QT_MARKS

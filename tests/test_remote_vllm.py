@@ -14,9 +14,9 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import EngineUnavailable
 from app.domain.proposal import PastStep
 from app.engine.profile import load_profile
-from app.engine.remote import RemoteEngine, RemoteEngineConfig
-from app.engine.remote_client import ClientOptions
-from app.engine.remote_errors import RemoteError
+from app.engine.remote.client import ClientOptions
+from app.engine.remote.engine import RemoteEngine, RemoteEngineConfig
+from app.engine.remote.errors import RemoteError
 from tests.engine_helpers import screenshot
 from tests.fake_vllm import FakeVLLM, vllm_error
 
@@ -215,7 +215,7 @@ def test_a_context_overflow_summarises_old_steps_and_asks_again():
 
 def test_feedback_can_name_the_tool_the_previous_answer_called(tmp_path):
     """Holo's agent loop wraps results as <tool_output tool="click">…</tool_output> (hub.hcompany.ai/agent-loop)."""
-    from app.engine.remote_prompt import build_messages
+    from app.engine.remote.prompt import build_messages
 
     data = json.loads(load_profile().source.read_text())
     data["feedback_template"] = '<tool_output tool="{tool}">\n{feedback}\n</tool_output>\n'

@@ -10,9 +10,9 @@ import pytest
 
 from app.domain.paths import default_paths
 from app.domain.settings import load_settings
-from app.engine.gguf_check import read_gguf
+from app.engine.gguf.header import read_gguf
+from app.setup.convert.registry import load_converted
 from app.setup.hub import hub_cache, storage_folder
-from app.setup.local_models import load_converted
 from tests.engine_helpers import compact_profile
 from tests.fixtures.hf_checkpoint import checkpoint_files, write_checkpoint
 from tests.test_setup_wizard import make_wizard, qtbot_button, select_entry, server, shot  # noqa: F401

@@ -17,9 +17,9 @@ import pytest
 from app.desktop.executor import DryRunExecutor
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui.application import Application
-from app.ui.launch import listen_to_later_launches
-from app.ui.single_instance import InstanceServer, private_dir, send_to_running, server_name
+from app.ui.shell.application import Application
+from app.ui.shell.launch import listen_to_later_launches
+from app.ui.shell.single_instance import InstanceServer, private_dir, send_to_running, server_name
 from tests.desktop import REPO, missing_tools
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, window_manager
@@ -68,7 +68,8 @@ def test_a_later_launch_during_an_action_raises_no_window_until_the_run_is_done(
         app.start_task("write the letter")
         qtbot.waitUntil(executor.acting.is_set, timeout=30000)
         assert app.hider.hidden and not app.main.isVisible()
-        code = ("from PySide6.QtCore import QCoreApplication; from app.ui.single_instance import send_to_running\n"
+        code = ("from PySide6.QtCore import QCoreApplication\n"
+                "from app.ui.shell.single_instance import send_to_running\n"
                 f"a = QCoreApplication([]); print(send_to_running({server.name!r}, {{'cmd': 'show'}}))\n")
         later = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True,
                                  env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})  # a second `deskhand`

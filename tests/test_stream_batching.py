@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.domain import events as ev
-from app.ui.stream_batching import StreamBatcher
+from app.ui.bridge.stream_batching import StreamBatcher
 
 
 def test_tokens_are_merged_to_at_most_30_updates_per_second_without_losing_text_or_order():

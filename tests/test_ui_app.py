@@ -22,10 +22,10 @@ from app.domain.actions import Click, tool_call_of
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings, load_settings
-from app.ui.application import NO_TRAY, Application
 from app.ui.messages import CrashReporter, error_html
-from app.ui.settings_dialog import SettingsDialog, tile_effect
-from app.ui.single_instance import InstanceServer, send_to_running, server_name
+from app.ui.settings.dialog import SettingsDialog, tile_effect
+from app.ui.shell.application import NO_TRAY, Application
+from app.ui.shell.single_instance import InstanceServer, send_to_running, server_name
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, _point, delivered, screen_image
 
@@ -250,7 +250,7 @@ def test_recent_tasks_come_from_the_record(qtbot, make_app, recorded):
 
 def send_from_another_process(name: str, message: dict) -> subprocess.Popen:
     code = ("import json, sys; from PySide6.QtCore import QCoreApplication; app = QCoreApplication([]); "
-            "from app.ui.single_instance import send_to_running; "
+            "from app.ui.shell.single_instance import send_to_running; "
             f"sys.exit(0 if send_to_running({name!r}, json.loads(sys.argv[1])) else 3)")
     return subprocess.Popen([sys.executable, "-c", code, json.dumps(message)], cwd=REPO)
 

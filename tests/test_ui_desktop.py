@@ -15,8 +15,8 @@ from app.agent.recorder import connect, list_runs, run_steps
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui import placement
-from app.ui.application import Application
-from app.ui.overlay import RADIUS
+from app.ui.approval.marker import RADIUS
+from app.ui.shell.application import Application
 from tests.desktop import Target, missing_tools
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, colour_fraction, window_manager

@@ -13,7 +13,7 @@ from PySide6.QtCore import QTimer
 from app.domain import events as ev
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui.application import Application
+from app.ui.shell.application import Application
 from tests.desktop import Target, missing_tools
 from tests.engine_helpers import compact_profile, make_engine
 from tests.ui_support import QT_MARKS, window_manager

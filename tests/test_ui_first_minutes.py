@@ -14,10 +14,10 @@ from app.domain import events as ev
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui import placement, shortcuts
-from app.ui.application import Application
-from app.ui.hotkey_edit import KeyRecorder
 from app.ui.messages import outcome_html
+from app.ui.settings.hotkey_edit import KeyRecorder
 from app.ui.setup.wizard import SetupWizard
+from app.ui.shell.application import Application
 from app.ui.window_memory import FRAME_GUESS, WindowMemory, inside_area
 from tests.desktop import Target, XServer
 from tests.scripted_engine import ScriptedEngine
@@ -233,7 +233,7 @@ def test_one_stop_key_everywhere_and_changed_keys_show_everywhere(qtbot, make_ap
     assert m.stop_action.shortcut().toString() == "Ctrl+Shift+X"
     assert app.dialog.stop_button.text() == "Stop task (Ctrl+Shift+X)" and "Ctrl+Shift+X" in m.stop_button.toolTip()
     assert m.quick_action.text().endswith("\tSuper+K") and "Super+K" in m.task_box.toolTip()
-    from app.ui.tray import Tray
+    from app.ui.shell.tray import Tray
 
     tray = Tray()
     tray.set_keys(app.keys())
@@ -302,7 +302,7 @@ def test_outcomes_are_said_once():
 
 
 def test_the_quick_task_box_has_no_taskbar_entry_and_says_when_it_is_empty(qtbot):
-    from app.ui.quick_task import QuickTaskBox
+    from app.ui.shell.quick_task import QuickTaskBox
 
     box = QuickTaskBox()
     qtbot.addWidget(box)
@@ -315,7 +315,7 @@ def test_the_quick_task_box_has_no_taskbar_entry_and_says_when_it_is_empty(qtbot
 
 
 def test_the_approval_dialog_has_no_minimise_button():
-    from app.ui.approval_dialog import ApprovalDialog
+    from app.ui.approval.dialog import ApprovalDialog
 
     d = ApprovalDialog()
     flags = d.windowFlags()

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui.application import Application
+from app.ui.shell.application import Application
 from tests.desktop import Target, XServer, missing_tools
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS

@@ -11,12 +11,12 @@ from PySide6.QtCore import QPointF, Qt
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.actions import AskUser, Click, Drag, KeyPress, Point, Write
+from app.domain.hotkey_spec import hotkey_problem
 from app.domain.proposal import EngineInfo
 from app.ui import placement
-from app.ui.approval_dialog import ApprovalDialog
-from app.ui.hotkeys import hotkey_problem
-from app.ui.main_window import MainWindow
-from app.ui.stream_text import readable, tool_name
+from app.ui.approval.dialog import ApprovalDialog
+from app.ui.run.stream_text import readable, tool_name
+from app.ui.run.window import MainWindow
 from tests.ui_support import QT_MARKS, _point, delivered, proposed
 
 pytestmark = QT_MARKS

@@ -15,7 +15,7 @@ from app.domain.actions import Point, Write
 from app.domain.paths import Paths, default_paths
 from app.domain.proposal import EngineInfo
 from app.domain.settings import Loaded, Settings
-from app.ui.application import Application
+from app.ui.shell.application import Application
 from tests.desktop import Target
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import delivered, proposed
@@ -103,7 +103,7 @@ def first_start(cam: Any, work: Path) -> None:
 
 # ------------------------------------------------------------------------------------ a run
 def a_real_run(cam: Any, app: Application, target: Target) -> None:
-    from app.ui.overlay import RADIUS
+    from app.ui.approval.marker import RADIUS
 
     app.main.set_task("Sign in to the test portal as deskhand")
     app.start_task(app.main.task_box.task())

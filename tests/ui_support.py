@@ -58,7 +58,7 @@ def _point(px: int, py: int, size: tuple[int, int] = SCREEN) -> Any:
 
 def delivered(event: ev.Event) -> Any:
     """The event as the agent host hands it to the UI (screenshots decoded)."""
-    from app.ui.agent_host import Delivered, decode
+    from app.ui.bridge.host import Delivered, decode
 
     data = getattr(event, "screenshot_png", None) or getattr(event, "image_png", None)
     return decode(event, data) if data else Delivered(event)

@@ -37,7 +37,7 @@ HideHook = Callable[[], AbstractContextManager[object]]
 
 def local_engine(settings: Settings) -> Engine:
     from app.engine.from_settings import local_config
-    from app.engine.local import LocalEngine
+    from app.engine.llama.engine import LocalEngine
 
     return LocalEngine(local_config(settings))
 

@@ -10,8 +10,8 @@ import sys
 
 from app import __version__
 from app.domain.paths import default_paths
-from app.setup.checklist import FAIL, OK, SKIP, WARN, Report
-from app.setup.doctor import run_doctor
+from app.setup.doctor.checks import run_doctor
+from app.setup.doctor.findings import FAIL, OK, SKIP, WARN, Report
 
 LABELS = {OK: " OK ", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.engine.local import LocalEngineConfig
+from app.engine.llama.engine import LocalEngineConfig
 from app.engine.profile import DEFAULT_PROFILE
 
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import default_paths
 from app.domain.units import human_bytes
-from app.setup.convert_plan import DEFAULT_REPO, SOURCES, recommended_quant
-from app.setup.quantize import FTYPES
+from app.setup.convert.plan import DEFAULT_REPO, SOURCES, recommended_quant
+from app.setup.convert.quantize import FTYPES
 from app.setup.transfer import Paused
 
 if TYPE_CHECKING:
-    from app.setup.convert_job import ConvertRequest, Step
+    from app.setup.convert.job import ConvertRequest, Step
     from app.setup.gpu import GPUReport
 
 
@@ -95,7 +95,7 @@ class _Lines:
 
 
 def _request(args: argparse.Namespace) -> tuple[ConvertRequest, GPUReport]:
-    from app.setup.convert_job import ConvertRequest
+    from app.setup.convert.job import ConvertRequest
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
@@ -121,9 +121,9 @@ def _ask(question: str) -> bool:
 def run_convert(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from app.setup.convert_finish import delete_intermediates, describe_intermediates
-    from app.setup.convert_job import ConvertJob
-    from app.setup.tools_env import ConsentNeeded
+    from app.setup.convert.finish import delete_intermediates, describe_intermediates
+    from app.setup.convert.job import ConvertJob
+    from app.setup.convert.tools_env import ConsentNeeded
 
     paths = default_paths().ensure()
     lines = _Lines()
@@ -168,7 +168,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.setup.local_models import load_converted
+    from app.setup.convert.registry import load_converted
 
     models = load_converted(default_paths())
     if not models:
@@ -181,8 +181,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_clean(args: argparse.Namespace) -> int:
-    from app.setup.convert_finish import delete_intermediates
-    from app.setup.local_models import load_converted
+    from app.setup.convert.finish import delete_intermediates
+    from app.setup.convert.registry import load_converted
 
     paths = default_paths()
     found = [m for m in load_converted(paths) if m.name == args.name]
@@ -206,8 +206,8 @@ def _size(folder: Path) -> int:
 
 def run_fix_norm(args: argparse.Namespace) -> int:
     from app.engine.family import family_of_projector
-    from app.engine.gguf_edit import set_float_array
-    from app.engine.model_files import check_mmproj, projector_of
+    from app.engine.gguf.edit import set_float_array
+    from app.engine.gguf.model_pair import check_mmproj, projector_of
     from app.engine.profile import list_profiles, load_profile
 
     try:
@@ -232,7 +232,7 @@ def run_fix_norm(args: argparse.Namespace) -> int:
 
 
 def run_tools(args: argparse.Namespace) -> int:
-    from app.setup.tools_env import ToolsEnv
+    from app.setup.convert.tools_env import ToolsEnv
 
     try:
         tools = ToolsEnv(default_paths().data / "tools")

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=args.max_tiles))
         warnings: list[str] = []
         if args.model or args.mmproj:
-            from app.engine.model_files import check_model_files
+            from app.engine.gguf.model_pair import check_model_files
             from app.engine.template_check import layout_drift
 
             files = check_model_files(args.model, args.mmproj, profile)

@@ -32,7 +32,7 @@ def _pixels(point_x: float, point_y: float, w: int, h: int, scale: int) -> list[
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.engine.local import LocalEngine
+    from app.engine.llama.engine import LocalEngine
 
     token = CancelToken()
     engine = LocalEngine(engine_config(args))

@@ -92,7 +92,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _engine(s: Any, from_command_line: bool) -> Any:
     from app.engine.from_settings import local_config, remote_config
-    from app.engine.remote_endpoint import parse_endpoint
+    from app.engine.remote.endpoint import parse_endpoint
     from app.setup.engines import api_key, check_screenshots_may_leave, engine_configured
 
     if not engine_configured(s):
@@ -104,10 +104,10 @@ def _engine(s: Any, from_command_line: bool) -> Any:
             check_screenshots_may_leave(s)
         if not endpoint.loopback:
             _say(f"warning: screenshots of this display will be sent to {endpoint.host}.")
-        from app.engine.remote import RemoteEngine
+        from app.engine.remote.engine import RemoteEngine
 
         return RemoteEngine(remote_config(s, api_key()))
-    from app.engine.local import LocalEngine
+    from app.engine.llama.engine import LocalEngine
 
     return LocalEngine(local_config(s))
 

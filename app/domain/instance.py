@@ -1,5 +1,5 @@
 """Where the running Deskhand listens for later launches (`deskhand "task"`, `deskhand stop`), and a Qt-free way
-to send it one message. The server (app.ui.single_instance) is a QLocalServer: a Unix socket on Linux and macOS,
+to send it one message. The server (app.ui.shell.single_instance) is a QLocalServer: a Unix socket on Linux and macOS,
 a named pipe on Windows. JSON lines: {"cmd": "show"}, {"cmd": "task", "task": "…"}, {"cmd": "stop"}; it answers
 "ok".
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from app.domain.errors import DeskhandError, ModelFileError
-from app.engine.gguf_check import GGUFInfo, read_gguf
+from app.engine.gguf.header import GGUFInfo, read_gguf
 from app.engine.profile import AUTO_PROFILE, FALLBACK_PROFILE, Family, Profile, list_profiles, load_profile
 
 

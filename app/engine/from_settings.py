@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.domain.settings import Settings
-from app.engine.local import LocalEngineConfig
-from app.engine.remote import RemoteEngineConfig
+from app.engine.llama.engine import LocalEngineConfig
+from app.engine.remote.engine import RemoteEngineConfig
 
 
 def local_config(s: Settings) -> LocalEngineConfig:

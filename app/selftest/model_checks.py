@@ -3,42 +3,32 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
 
 from app.selftest.report import Failed, Report
 from app.setup.sample_screen import synthetic_screenshot
 
 
 def check_llama(r: Report) -> bool:
-    state: dict[str, Any] = {}
+    from app.engine.llama.library import BuildInfo, build_info
+
+    state: dict[str, BuildInfo] = {}
 
     def imports() -> str:
-        import llama_cpp
-        import llama_cpp.mtmd_cpp as mtmd
-
-        state["llama"] = llama_cpp
-        lib = Path(llama_cpp.__file__).parent / "lib"
-        libs = sorted(p.name for p in lib.glob("*") if ".so" in p.name or p.suffix in (".dll", ".dylib"))
+        b = build_info()
         for needed in ("llama", "mtmd", "ggml"):
-            if not any(n.startswith((f"lib{needed}.", f"{needed}.")) for n in libs):
-                raise Failed(f"no {needed} library in {lib}")
-        state["libs"] = libs
-        marker = mtmd.mtmd_default_marker().decode()
-        return f"llama-cpp-python {llama_cpp.__version__}; mtmd (media marker {marker}); {len(libs)} files in {lib}"
+            if not any(n.startswith((f"lib{needed}.", f"{needed}.")) for n in b.libraries):
+                raise Failed(f"no {needed} library in {b.lib_dir}")
+        state["build"] = b
+        return (f"llama-cpp-python {b.version}; mtmd (media marker {b.media_marker}); "
+                f"{len(b.libraries)} files in {b.lib_dir}")
 
     if r.check("llama.cpp", imports) is None:
         return False
-    llama_cpp = state["llama"]
-    offload = bool(llama_cpp.llama_supports_gpu_offload())
-    backends = sorted({n.split(".")[0].removeprefix("lib").removeprefix("ggml-") for n in state["libs"]
-                       if "ggml-" in n})
-    info = llama_cpp.llama_print_system_info()
-    system = (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip()
-    cuda = [b for b in backends if b.startswith("cuda")]
-    detail = (f"llama_supports_gpu_offload() = {offload}; ggml backends bundled: {', '.join(backends) or 'none'}"
-              f"; {system[:160]}")
-    if cuda and not offload:
+    b = state["build"]
+    cuda = [x for x in b.backends if x.startswith("cuda")]
+    detail = (f"llama_supports_gpu_offload() = {b.gpu_offload}; ggml backends bundled: "
+              f"{', '.join(b.backends) or 'none'}; {b.system_info[:160]}")
+    if cuda and not b.gpu_offload:
         r.fail("GPU offload", detail + " — the CUDA backend is bundled but llama.cpp cannot use it")
     else:
         r.ok("GPU offload", detail)
@@ -49,7 +39,7 @@ def check_model(r: Report, model: str, mmproj: str) -> None:
     from app.cli.history_file import image_digest
     from app.domain.cancel import CancelToken
     from app.domain.proposal import Observation
-    from app.engine.local import LocalEngine, LocalEngineConfig
+    from app.engine.llama.engine import LocalEngine, LocalEngineConfig
 
     engine = LocalEngine(LocalEngineConfig(text_model=model, mmproj=mmproj, n_ctx=8192))
     try:

@@ -36,7 +36,7 @@ def engine_configured(s: Settings) -> bool:
 def check_screenshots_may_leave(s: Settings) -> None:
     """Screenshots go to a host that is not this computer only after the user confirmed that host (the settings
     dialog asks when the address is saved)."""
-    from app.engine.remote_endpoint import parse_endpoint
+    from app.engine.remote.endpoint import parse_endpoint
 
     endpoint = parse_endpoint(s.engine_url, s.engine_allow_http)
     if not endpoint.loopback and s.engine_confirmed_host != endpoint.host:
@@ -51,10 +51,10 @@ def engine_from_settings(s: Settings) -> Engine:
     from app.engine.from_settings import local_config, remote_config
 
     if s.engine == "remote":
-        from app.engine.remote import RemoteEngine
+        from app.engine.remote.engine import RemoteEngine
 
         check_screenshots_may_leave(s)
         return RemoteEngine(remote_config(s, api_key()))
-    from app.engine.local import LocalEngine
+    from app.engine.llama.engine import LocalEngine
 
     return LocalEngine(local_config(s))

@@ -76,7 +76,7 @@ class Checked:
 def check_pair(text: str | Path, mmproj: str | Path) -> Checked:
     """The engine's checks (raises ModelFileError with the exact problem). Paths stay as given: a file in the hub
     cache is a snapshot link whose name matters, not the blob it points to."""
-    from app.engine.model_files import check_model_files
+    from app.engine.gguf.model_pair import check_model_files
 
     files = check_model_files(text, mmproj)
     return Checked(files.text.path.absolute(), files.mmproj.path.absolute(), files.summary(), files.warnings,
@@ -126,7 +126,7 @@ def load_check(checked: Checked, control: DownloadControl | None = None) -> str:
     import time
 
     from app.domain.cancel import CancelToken
-    from app.engine.local import LocalEngine, LocalEngineConfig
+    from app.engine.llama.engine import LocalEngine, LocalEngineConfig
 
     token = CancelToken()
     engine = LocalEngine(LocalEngineConfig(text_model=str(checked.text), mmproj=str(checked.mmproj), n_ctx=4096))

@@ -113,11 +113,13 @@ def llama_status() -> tuple[bool | None, str, str]:
         version = metadata.version("llama-cpp-python")
     except metadata.PackageNotFoundError:
         return None, "", "llama-cpp-python is not installed"
+    from app.engine.llama import library
+
     try:
-        import llama_cpp
+        offload = library.gpu_offload_supported()
     except Exception as exc:  # a broken build raises OSError/ImportError from the shared library
         return None, version, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
-    return bool(llama_cpp.llama_supports_gpu_offload()), version, ""
+    return offload, version, ""
 
 
 def gpu_report(nvidia_smi: str | None = None) -> GPUReport:

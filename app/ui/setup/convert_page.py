@@ -27,11 +27,11 @@ from PySide6.QtWidgets import (
 
 from app.domain.errors import Cancelled
 from app.domain.units import human_bytes
-from app.setup.convert_job import PHASES, ConvertJob, ConvertRequest, ConvertResult, Step
-from app.setup.convert_plan import SOURCES, recommended_quant
+from app.setup.convert.job import PHASES, ConvertJob, ConvertRequest, ConvertResult, Step
+from app.setup.convert.plan import SOURCES, recommended_quant
+from app.setup.convert.quantize import FTYPES
+from app.setup.convert.tools_env import ToolsEnv
 from app.setup.flow import Checked
-from app.setup.quantize import FTYPES
-from app.setup.tools_env import ToolsEnv
 from app.setup.transfer import DownloadControl
 from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, SetupContext, error_html, label
 
@@ -224,7 +224,7 @@ class ConvertPage(QWizardPage):
             self.control.pause()  # a pause to the download (its partial file is kept), a stop to everything else
 
     def delete_intermediates(self) -> None:
-        from app.setup.convert_finish import delete_intermediates
+        from app.setup.convert.finish import delete_intermediates
 
         if self.result is None:
             return

@@ -1,0 +1,135 @@
+"""Screenshot embeddings of one run, by content digest: no screenshot goes through the vision encoder twice.
+
+A screenshot is laid out as pieces of image tokens: one per tile (Holotron's reference tiling, decoded by the
+session as embedding batches that may be split or joined), or one for the whole resized screenshot (Qwen-VL
+dynamic resolution, `atomic`: decoded in one go by mtmd's helper, which sets its M-RoPE positions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see runtime)
+import numpy as np
+from PIL import Image
+
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError, ModelLoadError
+from app.engine.dynamic_image import DynamicLayout, fit_to_layout, layout_for
+from app.engine.llama.runtime import LlamaRuntime
+from app.engine.llama.vision import EncodedImage, decode_image, encode_image
+from app.engine.profile import DynamicImageSpec, ImageSpec
+from app.engine.tiling import TileGrid, choose_grid, tile_image
+
+
+@dataclass(frozen=True)
+class Piece:
+    n_tokens: int
+    n_pos: int  # positions in the sequence (n_tokens, except for M-RoPE images)
+    atomic: bool  # decoded whole by mtmd's helper
+
+
+def _gone() -> DeskhandError:
+    return DeskhandError("A screenshot of this run is no longer available to the model.", "Start the task again.")
+
+
+class ImageCache:
+    def __init__(self, rt: LlamaRuntime, spec: ImageSpec | DynamicImageSpec) -> None:
+        self.rt = rt
+        self.spec = spec
+        self.layouts: dict[str, TileGrid | DynamicLayout] = {}
+        self.embeddings: dict[str, list[np.ndarray | None]] = {}  # per tile, None until encoded
+        self._bitmaps: dict[str, list[Image.Image]] = {}  # the tiles of a screenshot until all are encoded
+        self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
+        self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
+
+    @property
+    def dynamic(self) -> bool:
+        return isinstance(self.spec, DynamicImageSpec)
+
+    def layout(self, digest: str, image: Image.Image | None) -> TileGrid | DynamicLayout:
+        if digest not in self.layouts:
+            if image is None:
+                raise _gone()
+            s = self.spec
+            if isinstance(s, DynamicImageSpec):
+                self.layouts[digest] = layout_for(image.width, image.height, s)
+            else:
+                self.layouts[digest] = choose_grid(image.width, image.height, tile_size=s.tile_size,
+                                                   min_tiles=s.min_tiles, max_tiles=s.max_tiles,
+                                                   thumbnail=s.thumbnail)
+        return self.layouts[digest]
+
+    def pieces(self, digest: str, image: Image.Image | None) -> list[Piece]:
+        lay = self.layout(digest, image)
+        if isinstance(lay, DynamicLayout):
+            return [Piece(lay.n_tokens, lay.n_pos, True)]
+        assert isinstance(self.spec, ImageSpec)
+        n = self.spec.tokens_per_tile
+        return [Piece(n, n, False)] * lay.n_images
+
+    def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken) -> np.ndarray:
+        """The embeddings of one tile, encoded when first asked for (the session asks batch by batch, so the
+        encoder works on the next tiles while the GPU still evaluates the previous batch)."""
+        tiles = self.embeddings.get(digest)
+        if tiles is None:
+            if image is None:
+                raise _gone()
+            grid = self.layout(digest, image)
+            assert isinstance(grid, TileGrid)
+            self._bitmaps[digest] = tile_image(image, grid)
+            tiles = self.embeddings[digest] = [None] * grid.n_images
+        emb = tiles[index]
+        if emb is None:
+            token.check()
+            assert isinstance(self.spec, ImageSpec)
+            emb = encode_image(self.rt, self._bitmaps[digest][index], keep_chunk=False).embd
+            if emb.shape[0] != self.spec.tokens_per_tile:
+                raise ModelLoadError(
+                    f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "
+                    f"{self.spec.tokens_per_tile}.",
+                    "Use the mmproj that belongs to this model, or fix the profile.")
+            tiles[index] = emb
+            self.tiles_encoded += 1
+            if all(t is not None for t in tiles):
+                self._bitmaps.pop(digest, None)
+        return emb
+
+    def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
+        """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""
+        if digest not in self.encoded:
+            if image is None:
+                raise _gone()
+            lay = self.layout(digest, image)
+            assert isinstance(lay, DynamicLayout)
+            token.check()
+            enc = encode_image(self.rt, fit_to_layout(image, lay), keep_chunk=True)
+            if (enc.n_tokens, enc.n_pos) != (lay.n_tokens, lay.n_pos):
+                enc.free()
+                raise ModelLoadError(
+                    f"The vision encoder made {enc.n_tokens} image tokens of a {lay.width}×{lay.height} screenshot; "
+                    f"the model profile expects {lay.n_tokens}.",
+                    "Use the mmproj that belongs to this model, or check the profile's image budget.")
+            self.encoded[digest] = enc
+            self.tiles_encoded += 1
+        return self.encoded[digest]
+
+    def decode_screenshot(self, digest: str, pos: int, token: CancelToken) -> int:
+        return decode_image(self.rt, self.encoded[digest], pos, token)
+
+    def describe(self, digest: str) -> str:
+        lay = self.layouts.get(digest)
+        return lay.describe() if lay is not None else ""
+
+    def keep_only(self, digests: set[str]) -> None:
+        """Forget screenshots the prompt no longer shows: once a placeholder, a screenshot stays one."""
+        for d in [d for d in self.embeddings if d not in digests]:
+            del self.embeddings[d]
+            self._bitmaps.pop(d, None)
+        for d in [d for d in self.encoded if d not in digests]:
+            self.encoded.pop(d).free()
+        for d in [d for d in self.layouts if d not in digests]:
+            del self.layouts[d]
+
+    def clear(self) -> None:
+        self.keep_only(set())

@@ -1,0 +1,57 @@
+"""What the rest of Deskhand asks of the installed llama.cpp build itself: load it, its version, whether it can
+offload to a GPU, which native libraries it bundles. Kept here so that only app.engine.llama imports llama_cpp."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def load_first() -> None:
+    """Load llama.cpp before anything imports numpy: the other order crashed model loading on a CUDA machine
+    (inside the tokenizer's initialisation). A missing or broken build is reported later, where the model is
+    used, and by `deskhand doctor`."""
+    with contextlib.suppress(Exception):
+        import llama_cpp  # noqa: F401
+
+
+def version() -> str:
+    """The llama-cpp-python version; raises what importing it raises (ImportError, OSError) when it cannot load."""
+    import llama_cpp
+
+    return str(llama_cpp.__version__)
+
+
+def gpu_offload_supported() -> bool:
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    version: str
+    lib_dir: Path
+    libraries: tuple[str, ...]  # file names of the bundled shared libraries
+    media_marker: str  # mtmd's default marker: mtmd is present and answers
+    gpu_offload: bool
+    system_info: str
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(sorted({n.split(".")[0].removeprefix("lib").removeprefix("ggml-") for n in self.libraries
+                             if "ggml-" in n}))
+
+
+def build_info() -> BuildInfo:
+    """The installed build as a self-test sees it; raises what importing llama_cpp or mtmd raises."""
+    import llama_cpp
+    import llama_cpp.mtmd_cpp as mtmd
+
+    lib = Path(llama_cpp.__file__).parent / "lib"
+    libs = tuple(sorted(p.name for p in lib.glob("*") if ".so" in p.name or p.suffix in (".dll", ".dylib")))
+    info = llama_cpp.llama_print_system_info()
+    system = (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip()
+    return BuildInfo(str(llama_cpp.__version__), lib, libs, mtmd.mtmd_default_marker().decode(),
+                     bool(llama_cpp.llama_supports_gpu_offload()), system)

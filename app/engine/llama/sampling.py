@@ -1,0 +1,134 @@
+"""Grammar-constrained sampling with llama.cpp's grammar sampler, the way llama.cpp's own CLI does it:
+sample freely first and consult the grammar for that one token; only when it is refused, mask the whole
+vocabulary. Checking 131k candidates against the grammar on every token would cost more than the decode.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import math
+from typing import Any, Protocol
+
+import llama_cpp
+import numpy as np
+
+from app.domain.errors import ModelLoadError
+from app.engine.llama.forced_text import ForcedText
+from app.engine.llama.runtime import LlamaRuntime
+
+
+class Sampler(Protocol):
+    """What the session's generation loop draws tokens from.
+
+    A sampler may also offer `forced() -> list[int]`: tokens that must follow the one just sampled whatever the
+    model would say (decoded with it in one batch), and `complete: bool`: the answer is whole, end it here."""
+
+    def sample(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+
+
+def pick(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
+    """A token from masked logits (-inf where forbidden): greedy, or top-k with temperature."""
+    if temperature <= 0.0 or top_k == 1:
+        return int(np.argmax(logits))
+    k = min(top_k if top_k > 0 else len(logits), int(np.isfinite(logits).sum()) or 1)
+    top = np.argpartition(-logits, k - 1)[:k]
+    z = logits[top] / temperature
+    p = np.exp(z - z.max())
+    return int(top[rng.choice(k, p=p / p.sum())])
+
+
+class GrammarSampler:
+    def __init__(self, rt: LlamaRuntime, grammar: str, temperature: float = 0.0, top_k: int = 1,
+                 seed: int = 0, follow: ForcedText | None = None) -> None:
+        """`follow`: the grammar's forced-text automaton, to fast-forward what the grammar forces (None: off)."""
+        self.rt = rt
+        self.follow = follow
+        self.forced_tokens = 0
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self.temperature = temperature
+        self.top_k = top_k
+        self._rng = np.random.default_rng(seed)
+        self.grammar: Any = llama_cpp.llama_sampler_init_grammar(rt.vocab, grammar.encode("utf-8"), b"root")
+        if not self.grammar:
+            raise ModelLoadError("The action grammar built from the model profile does not parse.",
+                                 "Check the profile's output schema; the log file has llama.cpp's message.")
+        self.chain: Any = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        if temperature <= 0.0 or top_k == 1:
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_top_k(top_k))
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_temp(temperature))
+            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_dist(seed))
+        self.slow_paths = 0
+        self._special = rt.special_mask()
+
+    def _allowed(self, token: int) -> bool:
+        one = llama_cpp.llama_token_data(token, 0.0, 0.0)
+        arr = llama_cpp.llama_token_data_array(ctypes.pointer(one), 1, -1, False)
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        return not math.isinf(one.logit)
+
+    def _constrained(self) -> int:
+        self.slow_paths += 1
+        data = np.empty(self.rt.n_vocab, dtype=_TOKEN_DATA)
+        data["id"] = np.arange(self.rt.n_vocab, dtype=np.int32)
+        data["logit"] = self.rt.logits()
+        data["logit"][self._special] = -np.inf
+        data["p"] = 0.0
+        arr = llama_cpp.llama_token_data_array(
+            data.ctypes.data_as(llama_cpp.llama_token_data_p), self.rt.n_vocab, -1, False)
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        return pick(data["logit"], self.temperature, self.top_k, self._rng)
+
+    def sample(self) -> int:
+        token = int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))
+        if self._special[token] or not self._allowed(token):
+            token = self._constrained()
+        self.accept(token)
+        return token
+
+    def accept(self, token: int) -> None:
+        llama_cpp.llama_sampler_accept(self.grammar, token)
+        if self.follow is not None and not self.rt.is_eog(token):
+            self.follow.feed(self._utf8.decode(self.rt.piece(token)))
+
+    def forced(self) -> list[int]:
+        """The grammar's forced text after the last token, as the tokenizer splits it (already accepted).
+
+        A trailing space or quote is left to the model: the token that joins it to what it chooses next (` "Save`,
+        ` 91`) is the model's own."""
+        if self.follow is None:
+            return []
+        text = self.follow.forced().rstrip(' "')
+        if not text:
+            return []
+        ids = self.rt.tokenize(text, special=False)
+        if b"".join(self.rt.piece(t) for t in ids) != text.encode("utf-8"):
+            return []  # a tokenizer that adds or changes text (a leading space): no fast-forward
+        out = []
+        for t in ids:
+            if self._special[t] or not self._allowed(t):
+                break
+            self.accept(t)
+            out.append(t)
+        self.forced_tokens += len(out)
+        return out
+
+    @property
+    def complete(self) -> bool:
+        """The answer is whole: the grammar allows nothing but the end (known only while fast-forwarding)."""
+        return self.follow is not None and self.follow.complete
+
+    def close(self) -> None:
+        if self.chain:
+            llama_cpp.llama_sampler_free(self.chain)
+            self.chain = None
+        if self.grammar:
+            llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None

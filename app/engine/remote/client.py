@@ -1,0 +1,268 @@
+"""HTTP to an OpenAI-compatible model server, with httpx: JSON requests and streamed chat completions.
+
+Why httpx's async client on a private event loop: cancelling a pending read is clean there (the connection is
+closed and the server sees the client go, which is how vLLM and llama.cpp abort a generation), while a blocking
+read in a thread cannot be interrupted from outside. Each call runs to completion on the calling thread (the
+run's worker), so callbacks stay on that thread, as with the embedded engine.
+
+Transient failures (connection refused, timeouts, 429, 5xx) are retried with exponential backoff, honouring
+Retry-After, as long as no text of the answer has been streamed yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import ssl
+import time
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import httpx
+
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled
+from app.engine.remote.endpoint import Endpoint
+from app.engine.remote.errors import RemoteError, RemoteUnavailable, error_message, status_error, transport_error
+
+T = TypeVar("T")
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+DeltaFn = Callable[[str, str], None]  # (kind "content" | "reasoning", new text)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 300.0  # the longest wait for the next bytes (first token included)
+    retries: int = 3  # after the first attempt
+    backoff_s: float = 0.5  # doubled after each attempt, with jitter
+    backoff_cap_s: float = 8.0
+    retry_after_cap_s: float = 30.0
+
+
+@dataclass
+class ChatResult:
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    first_token_s: float = 0.0
+    total_s: float = 0.0
+    attempts: int = 1
+
+
+def tls_context() -> ssl.SSLContext:
+    """The system's and certifi's CAs; SSL_CERT_FILE adds a private CA (a server of one's own)."""
+    import certifi
+
+    ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+    if os.environ.get("SSL_CERT_DIR"):
+        ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+    return ctx
+
+
+class _Retry(Exception):
+    def __init__(self, error: RemoteError, after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error, self.after = error, after
+
+
+class ServerClient:
+    """One server, one thread: every method blocks the caller until done, cancelled by `token`."""
+
+    def __init__(self, endpoint: Endpoint, api_key: str = "", options: ClientOptions | None = None) -> None:
+        self.endpoint, self.api_key = endpoint, api_key.strip()
+        self.options = options or ClientOptions()
+        self._loop = asyncio.new_event_loop()
+        o = self.options
+        headers = {"User-Agent": "Deskhand"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        self._http = httpx.AsyncClient(
+            headers=headers, verify=tls_context() if endpoint.secure else True, trust_env=False,
+            timeout=httpx.Timeout(connect=o.connect_timeout_s, read=o.read_timeout_s, write=60.0, pool=10.0),
+            limits=httpx.Limits(max_connections=4, max_keepalive_connections=2), follow_redirects=False)
+
+    # ------------------------------------------------------------------ plumbing
+    def _run(self, coro: Coroutine[Any, Any, T], token: CancelToken | None) -> T:
+        async def guarded() -> T:
+            task = asyncio.ensure_future(coro)
+            try:
+                while True:
+                    done, _ = await asyncio.wait({task}, timeout=0.05)
+                    if done:
+                        return task.result()
+                    if token is not None and token.cancelled:
+                        task.cancel()  # closes the connection: the server stops generating
+                        with contextlib.suppress(BaseException):
+                            await task
+                        raise Cancelled(token.reason or "stopped")
+            finally:
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+
+        if self._loop.is_closed():
+            raise RemoteError("The connection to the model server was closed.", "Start the run again.",
+                              kind="request")
+        return self._loop.run_until_complete(guarded())
+
+    def _delay(self, attempt: int, after: float | None) -> float:
+        o = self.options
+        if after is not None:
+            return float(min(max(after, 0.0), o.retry_after_cap_s))
+        return float(min(o.backoff_s * 2 ** (attempt - 1), o.backoff_cap_s) * random.uniform(0.8, 1.2))
+
+    async def _with_retries(self, attempt_fn: Callable[[int], Coroutine[Any, Any, T]]) -> T:
+        attempts = self.options.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await attempt_fn(attempt)
+            except _Retry as retry:
+                if attempt == attempts:
+                    raise retry.error from None
+                await asyncio.sleep(self._delay(attempt, retry.after))
+        raise AssertionError("unreachable")
+
+    def _url(self, path: str, root: bool = False) -> str:
+        base = self.endpoint.server_root if root else self.endpoint.base_url
+        return base.rstrip("/") + path
+
+    def _status_error(self, response_status: int, body: str, model: str, attempt: int) -> RemoteError:
+        return status_error(response_status, body, self.endpoint.base_url, model, bool(self.api_key), attempt)
+
+    def _transport(self, exc: Exception, attempt: int, streaming: bool = False) -> RemoteError:
+        return transport_error(exc, self.endpoint.base_url, streaming=streaming,
+                               read_timeout=self.options.read_timeout_s, attempts=attempt)
+
+    @staticmethod
+    def _retry_after(response: httpx.Response) -> float | None:
+        value = response.headers.get("retry-after", "")
+        try:
+            return float(value) if value else None
+        except ValueError:
+            return None
+
+    # ------------------------------------------------------------------ requests
+    def get_json(self, path: str, token: CancelToken | None = None, *, root: bool = False,
+                 retry: bool = True) -> Any:
+        """GET a JSON document (`root`: from the server's root, not under /v1)."""
+        async def attempt(n: int) -> Any:
+            try:
+                r = await self._http.get(self._url(path, root))
+            except httpx.HTTPError as exc:
+                err = self._transport(exc, n)
+                if isinstance(err, RemoteUnavailable) and retry:
+                    raise _Retry(err) from None
+                raise err from None
+            if r.status_code != 200:
+                err = self._status_error(r.status_code, r.text, "", n)
+                if retry and r.status_code in RETRY_STATUS:
+                    raise _Retry(err, self._retry_after(r))
+                raise err
+            try:
+                return r.json()
+            except ValueError:
+                raise RemoteError(f"The server at {self.endpoint.base_url} answered {path} with something that is "
+                                  "not JSON.", "Check that the address points at an OpenAI-compatible API.",
+                                  kind="request") from None
+
+        return self._run(self._with_retries(attempt), token)
+
+    def post_json(self, path: str, body: dict[str, Any], token: CancelToken | None = None) -> Any:
+        """POST without streaming (short probes); no retries: the caller decides what a failure means."""
+        async def once() -> Any:
+            try:
+                r = await self._http.post(self._url(path), json=body)
+            except httpx.HTTPError as exc:
+                raise self._transport(exc, 1) from None
+            if r.status_code != 200:
+                raise self._status_error(r.status_code, r.text, str(body.get("model", "")), 1)
+            return r.json()
+
+        return self._run(once(), token)
+
+    def chat(self, body: dict[str, Any], token: CancelToken, on_delta: DeltaFn | None = None) -> ChatResult:
+        """A streamed chat completion; `on_delta` hears each new piece of text."""
+        t0 = time.perf_counter()
+        delivered = False
+
+        async def attempt(n: int) -> ChatResult:
+            nonlocal delivered
+            result = ChatResult(attempts=n)
+            try:
+                async with self._http.stream("POST", self._url("/chat/completions"), json=body) as r:
+                    if r.status_code != 200:
+                        text = (await r.aread()).decode("utf-8", "replace")
+                        err = self._status_error(r.status_code, text, str(body.get("model", "")), n)
+                        if r.status_code in RETRY_STATUS:
+                            raise _Retry(err, self._retry_after(r))
+                        raise err
+                    async with contextlib.aclosing(self._events(r, result)) as events:
+                        async for kind, piece in events:
+                            if not result.first_token_s:
+                                result.first_token_s = time.perf_counter() - t0
+                            delivered = True
+                            if on_delta is not None:
+                                on_delta(kind, piece)
+            except httpx.HTTPError as exc:
+                err = self._transport(exc, n, streaming=delivered)
+                if isinstance(err, RemoteUnavailable) and not delivered:
+                    raise _Retry(err) from None
+                raise err from None
+            result.total_s = time.perf_counter() - t0
+            return result
+
+        return self._run(self._with_retries(attempt), token)
+
+    async def _events(self, r: httpx.Response, result: ChatResult) -> AsyncGenerator[tuple[str, str], None]:
+        """Server-sent events of a chat completion: text pieces out, the rest into `result`."""
+        async with contextlib.aclosing(cast("AsyncGenerator[str, None]", r.aiter_lines())) as lines:
+            async for line in lines:
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, "event:" lines
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    continue
+                if "error" in chunk:  # vLLM reports errors after the headers as an event
+                    raise self._status_error(int(_code(chunk)), json.dumps(chunk), str(chunk.get("model", "")), 1)
+                if chunk.get("usage"):
+                    result.usage = dict(chunk["usage"])
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if choice.get("finish_reason"):
+                        result.finish_reason = choice["finish_reason"]
+                    # vLLM renamed reasoning_content to reasoning (PR #27752); read both
+                    reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+                    if reasoning:
+                        result.reasoning += reasoning
+                        yield "reasoning", reasoning
+                    if delta.get("content"):
+                        result.content += delta["content"]
+                        yield "content", delta["content"]
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(Exception):
+            self._loop.run_until_complete(self._http.aclose())
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+
+def _code(chunk: dict[str, Any]) -> int:
+    err = chunk.get("error")
+    code = err.get("code") if isinstance(err, dict) else None
+    return code if isinstance(code, int) and code >= 400 else 500
+
+
+__all__ = ["ChatResult", "ClientOptions", "RemoteError", "RemoteUnavailable", "ServerClient", "error_message"]

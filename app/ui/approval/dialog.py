@@ -1,0 +1,344 @@
+"""The approval dialog: one step's screenshot with the target, the action in words, the model's thought and
+note, and the user's answer (approve, edit, skip, reject with feedback, stop). It sits on the target's
+monitor clear of the target, stays where it was between steps when it can, and the hider keeps it out of
+every screenshot. Closing it (or Esc) asks first: that would stop the task."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtWidgets import (
+    QDialog,
+    QWidget,
+)
+
+from app.agent.approval import Decision
+from app.domain import events as ev
+from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
+from app.domain.errors import ActionError
+from app.ui import placement, shortcuts
+from app.ui.approval import target as at
+from app.ui.approval.form import ApprovalForm
+from app.ui.bridge.host import Delivered
+from app.ui.icons import app_icon
+from app.ui.screens import available_rect
+
+PREFERRED = (820, 740)
+MINIMUM = (520, 460)
+AUTO_OFF = "Auto-approve is off."
+EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
+             "move”), or press Edit and click in this picture.")
+EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in this picture."
+
+
+class ApprovalDialog(QDialog, ApprovalForm):
+    decided = Signal(int, object)  # step, Decision
+    target_previewed = Signal(int, int)  # input coordinates of the target while the user moves it here
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        # a dialog's frame: a title and a close button, nothing to minimise a waiting run into
+        super().__init__(parent, Qt.WindowType.Dialog | Qt.WindowType.WindowStaysOnTopHint
+                         | Qt.WindowType.CustomizeWindowHint | Qt.WindowType.WindowTitleHint
+                         | Qt.WindowType.WindowCloseButtonHint)
+        self.setWindowIcon(app_icon())
+        self.setObjectName("approval")
+        self.event_: ev.StepProposed | None = None
+        self._auto_initial = False
+        self._edited_point: tuple[float, float] | None = None
+        self._frame = QMargins(2, 28, 2, 2)  # the WM's decorations, measured once shown
+        self.avoid: placement.Rect | None = None
+        self._origin = (0, 0)
+        self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
+        # the draggable cross-hair on the real screen exists (not where windows cannot be placed at a point of the
+        # screen, as on Wayland: see overlay.py): the hint names the one marker there is
+        self.screen_marker = QGuiApplication.platformName() != "wayland"
+        self.build_form(self)
+        self._wire()
+        self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
+        self.stop_shortcut.activated.connect(self.stop)
+        self.stop_shortcut.setEnabled(False)  # only while a step waits here: a hidden dialog must not eat the key
+
+    def _wire(self) -> None:
+        self.view.marker_moved.connect(self._marker_moved)
+        self.text.returnPressed.connect(self.approve)
+        self.feedback.returnPressed.connect(self.reject_with_feedback)
+        self.auto.toggled.connect(self._show_why)
+        self.confirm_stop.clicked.connect(self.stop)
+        self.confirm_keep.clicked.connect(self._keep_waiting)
+        self.stop_button.clicked.connect(self.stop)
+        self.skip_button.clicked.connect(lambda: self._decide(Decision("skip")))
+        self.reject_button.clicked.connect(self.reject_with_feedback)
+        self.edit_button.toggled.connect(self._set_editing)
+        self.approve_button.clicked.connect(self.approve)
+        self._shown_at, self._enter_ok = 0.0, True
+        self.approve_button.installEventFilter(self)
+        self.installEventFilter(self)
+
+    def set_stop_key(self, spec: str) -> None:
+        """The one stop key (the settings' panic key) works here too, and the button says so."""
+        self.stop_shortcut.setKey(shortcuts.qt_sequence(spec))
+        self.stop_button.setText(f"Stop task ({shortcuts.label(spec)})")
+
+    # ------------------------------------------------------------------ showing a step
+    def present(self, d: Delivered, auto_approve: bool) -> None:
+        e = d.event
+        assert isinstance(e, ev.StepProposed)
+        self.event_, self._edited_point, self._auto_initial = e, None, auto_approve
+        self.stop_shortcut.setEnabled(True)
+        action = e.action
+        ask = isinstance(action, AskUser)
+        self.setWindowTitle(f"Deskhand — step {e.step}: {'answer the model' if ask else 'approve?'}")
+        self.step_label.setText(f"Step {e.step}")
+        self.description.setText(e.description)
+        self.risk.setVisible(e.risky)
+        self.risk.setText(f"⚠ {e.reason}")
+        self.view.set_image(d.image, e.screenshot_size)
+        self.view.set_marker(e.target_pixels, e.element or "", at.end_pixels(action, e))
+        self._origin = d.zoom_origin
+        self.zoom.setVisible(d.zoom is not None)
+        self.zoom.set_image(d.zoom)
+        self._zoom_marker(e.target_pixels, e.element or "")
+        has_text = isinstance(action, (Write, Answer, AskUser))
+        self.text_label.setVisible(has_text)
+        self.text.setVisible(has_text)
+        self.text_label.setText("Your answer:" if ask else "Text to type:" if isinstance(action, Write)
+                                else "Final answer:")
+        self.text.setText("" if ask else getattr(action, "text", ""))
+        self.text.setReadOnly(not ask)
+        # Enter approves ordinary steps, but not in the first moments (an Enter typed for another window must
+        # not approve a step nobody has seen), and never a risky one: that takes a click.
+        self._shown_at = time.monotonic()
+        self._enter_ok = not e.risky
+        self.approve_button.setDefault(self._enter_ok)
+        self.approve_button.setAutoDefault(self._enter_ok)
+        self.approve_button.setText("Answer (Enter)" if ask else "Approve (Enter)" if self._enter_ok else "Approve")
+        self.edit_button.setEnabled(target_of(action) is not None or isinstance(action, (Write, Answer)))
+        self.edit_button.setToolTip("" if self.edit_button.isEnabled() else
+                                    "Nothing to change in this action: skip or reject it instead.")
+        self.edit_button.setChecked(False)
+        self._set_editing(False)
+        parts = [f"Note: {e.note}"] if e.note else []
+        parts.append(e.thought or "(no thought given)")
+        self.reasoning.setPlainText("\n\n".join(parts))
+        self.feedback.clear()
+        self.auto.blockSignals(True)
+        self.auto.setChecked(auto_approve)
+        self.auto.blockSignals(False)
+        self._show_why()
+        self.confirm.hide()
+        self.avoid = at.keep_out(action, e)
+        self._place()
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, False)  # the hider may have set it
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        (self.text if ask else self.approve_button).setFocus()
+
+    def _show_why(self) -> None:
+        e = self.event_
+        if e is None or e.risky:
+            self.why.setText("")
+        elif e.reason != AUTO_OFF:
+            self.why.setText(e.reason)
+        elif self.auto.isChecked():
+            self.why.setText("Auto-approve is on from the next step.")
+        else:
+            self.why.setText("Asking because auto-approve is off.")
+
+    def _place(self) -> None:
+        e = self.event_
+        assert e is not None
+        area_q = available_rect(*e.monitor_geometry)
+        area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
+        if placement.keep(self._last, area, self.avoid, PREFERRED):
+            r = self._last
+        else:
+            r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
+        assert r is not None
+        self._last = r
+        f = self._frame
+        self.setGeometry(QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom()))
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        QTimer.singleShot(150, self._check_frame)
+
+    def _check_frame(self) -> None:
+        """Once the WM has framed the window: measure its decorations, and place it again if they were not what
+        was guessed (the frame must stay inside the area) or it covers the target."""
+        if not self.isVisible() or self.event_ is None:
+            return
+        outer, inner = self.frameGeometry(), self.geometry()
+        frame = QMargins(inner.left() - outer.left(), inner.top() - outer.top(),
+                         outer.right() - inner.right(), outer.bottom() - inner.bottom())
+        covers = self.avoid is not None and placement.Rect(outer.x(), outer.y(), outer.width(),
+                                                             outer.height()).intersects(self.avoid)
+        if frame != self._frame or covers or placement.Rect(outer.x(), outer.y(), outer.width(),
+                                                            outer.height()) != self._last:
+            self._frame = frame
+            self._place()
+
+    # ------------------------------------------------------------------ editing
+    def _set_editing(self, on: bool) -> None:
+        e = self.event_
+        can_move = e is not None and target_of(e.action) is not None
+        self.view.set_editable(on and can_move)
+        if not can_move:
+            self.edit_hint.setText("")
+        elif on:
+            self.edit_hint.setText("Editing: click or drag in the picture where Deskhand should act; the arrow keys "
+                                   "move it by one pixel (Shift: ten). The cross-hair on the screen follows.")
+        else:
+            self.edit_hint.setText(EDIT_HINT if self.screen_marker else EDIT_HINT_NO_MARKER)
+        self.edit_hint.setStyleSheet("color: #1d4ed8;" if on else "color: #4b5563;")
+        if e is not None and not isinstance(e.action, AskUser):
+            self.text.setReadOnly(not on)
+        if on:
+            (self.text if self.text.isVisible() and not can_move else self.view).setFocus()
+
+    def _zoom_marker(self, point: tuple[float, float] | None, label: str = "") -> None:
+        inside = point is not None and at.inside_zoom(point, self._origin)
+        self.zoom.set_marker((point[0] - self._origin[0], point[1] - self._origin[1]) if inside and point else None,
+                             label)
+
+    def _marker_moved(self, px: float, py: float) -> None:
+        """The target moved in the picture (Edit mode): the words, the close-up and the screen's marker follow."""
+        self._moved_to(px, py)
+        e = self.event_
+        if e is not None:
+            self.target_previewed.emit(*at.pixels_to_input(e, px, py))
+
+    def move_target(self, x: int, y: int, done: bool = True) -> None:
+        """The user dragged the marker on the screen to (x, y), input coordinates."""
+        e = self.event_
+        if e is None or target_of(e.action) is None:
+            return
+        px, py = at.input_to_pixels(e, x, y)
+        self.view.set_marker((px, py), e.element or "", self.view_end(px, py))
+        self._moved_to(px, py, refresh_zoom=done)
+
+    def view_end(self, px: float, py: float) -> tuple[float, float] | None:
+        """A drag keeps its vector when its start moves."""
+        e = self.event_
+        start, end = (e.target_pixels, at.end_pixels(e.action, e)) if e is not None else (None, None)
+        if start is None or end is None:
+            return None
+        return end[0] + px - start[0], end[1] + py - start[1]
+
+    def _moved_to(self, px: float, py: float, refresh_zoom: bool = True) -> None:
+        e = self.event_
+        self._edited_point = (px, py)
+        if e is not None and refresh_zoom and not at.inside_zoom((px, py), self._origin):
+            image, self._origin = at.zoom_at(e, (px, py))
+            self.zoom.set_image(image)
+        self._zoom_marker((px, py), e.element or "" if e is not None else "")
+        if e is not None:
+            try:
+                edited = self.edited_action()
+            except ActionError:
+                edited = None
+            self.description.setText(at.describe(edited, e) if edited is not None else e.description)
+        if not self.edit_button.isChecked():
+            self.edit_button.blockSignals(True)
+            self.edit_button.setChecked(True)  # the step is now "edited"; the picture need not take clicks
+            self.edit_button.blockSignals(False)
+            self.edit_hint.setText("Moved. Approve to act at the new point, or drag the marker again.")
+
+    def edited_action(self) -> Action | None:
+        """The action as the user changed it, or None when unchanged."""
+        e = self.event_
+        if e is None:
+            return None
+        action, changed = e.action, False
+        if self._edited_point is not None and target_of(action) is not None:
+            action, changed = with_target(action, at.model_point(e, *self._edited_point)), True
+        if isinstance(action, (Write, Answer)) and self.text.text() != action.text:
+            action, changed = with_text(action, self.text.text()), True
+        return action if changed else None
+
+    # ------------------------------------------------------------------ answers
+    def _auto_choice(self) -> bool | None:
+        return self.auto.isChecked() if self.auto.isChecked() != self._auto_initial else None
+
+    ENTER_DELAY_S = 0.6
+
+    def _enter_blocked(self) -> bool:
+        return not self._enter_ok or time.monotonic() - self._shown_at < self.ENTER_DELAY_S
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        """Enter on the focused Approve button (or anywhere in the dialog but the answer field): see present()."""
+        if (event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and obj is not self.text
+                and self._enter_blocked()):
+            return True  # swallowed
+        return super().eventFilter(obj, event)
+
+    def approve(self) -> None:
+        e = self.event_
+        if e is None:
+            return
+        if isinstance(e.action, AskUser):
+            self._decide(Decision("answer", feedback=self.text.text().strip()))
+            return
+        try:
+            edited = self.edited_action()
+        except ActionError as exc:
+            self.edit_hint.setText(str(exc))
+            return
+        self._decide(Decision("edit", action=edited) if edited is not None else Decision("approve"))
+
+    def reject_with_feedback(self) -> None:
+        self._decide(Decision("reject", feedback=self.feedback.text().strip()))
+
+    def stop(self) -> None:
+        self._decide(Decision("stop"))
+
+    def _decide(self, decision: Decision) -> None:
+        e = self.event_
+        if e is None:
+            return
+        if decision.kind != "stop":
+            decision = Decision(decision.kind, decision.action, decision.feedback, self._auto_choice())
+        self.event_ = None
+        self.stop_shortcut.setEnabled(False)
+        self.hide()
+        self.decided.emit(e.step, decision)
+
+    def withdraw(self) -> None:
+        """The run ended or moved on without this dialog (stopped from elsewhere)."""
+        self.event_ = None
+        self.stop_shortcut.setEnabled(False)
+        self.hide()
+
+    def ask_to_stop(self) -> None:
+        """Esc or the window's close button: closing would stop the task, so ask (a second Esc stops it)."""
+        if self.confirm.isVisible():
+            self.stop()
+            return
+        self.confirm.show()
+        self.confirm_stop.setFocus()
+
+    def _keep_waiting(self) -> None:
+        self.confirm.hide()
+        self.approve_button.setFocus()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if QKeySequence(event.keyCombination()) == self.stop_shortcut.key():  # when no shortcut map caught it
+            self.stop()  # (not the active window, as under a bare X server)
+            return
+        if event.matches(QKeySequence.StandardKey.Cancel) or event.key() == Qt.Key.Key_Escape:
+            self.ask_to_stop()
+            return
+        super().keyPressEvent(event)
+
+    def reject(self) -> None:  # QDialog's Esc path, should a child pass Esc on
+        self.ask_to_stop()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.event_ is not None:
+            event.ignore()
+            self.ask_to_stop()
+            return
+        event.accept()

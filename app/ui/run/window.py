@@ -1,0 +1,261 @@
+"""The main window: task box with Start, Pause and Stop; one status area under them (messages, or what the run is
+doing); the live view with the target; what the model is doing right now and its words as they stream; the
+step list (select a step to see it again); and a status bar (model, where it runs, speed). It renders; the
+application decides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui import shortcuts
+from app.ui.bridge.host import Delivered
+from app.ui.icons import STATE_WORDS, app_icon
+from app.ui.run.step_list import StepList
+from app.ui.run.task_box import RecentButton, TaskBox
+from app.ui.run.view import RunView
+from app.ui.screenshot_view import ScreenshotView
+from app.ui.status_area import StatusArea
+from app.ui.text_line import TextLine
+
+STATE_DOTS = {"idle": "#9ca3af", "thinking": "#0ea5e9", "waiting": "#f59e0b", "acting": "#16a34a",
+              "paused": "#6b7280"}
+NARROW = 1000  # below this width the step list goes under the screen instead of beside it
+
+
+def _heading(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setStyleSheet("font-weight: bold; color: palette(dark);")
+    return label
+
+
+class MainWindow(QMainWindow):
+    start_requested = Signal(str)
+    stop_requested = Signal()
+    pause_requested = Signal(bool)  # True: pause, False: resume
+    settings_requested = Signal()
+    history_requested = Signal()
+    quick_task_requested = Signal()
+    quit_requested = Signal()
+    close_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWindowTitle("Deskhand")
+        self.setWindowIcon(app_icon())
+        self.resize(1180, 780)
+        self.setMinimumSize(720, 520)
+        self._paused = False
+        self._state = ""
+        self.keys = shortcuts.GlobalKeys("<ctrl>+<alt>+<space>", "<shift>+<esc>")
+        self._build()
+        self._menus()
+        self.view = RunView(self, self)
+        self.set_running(False)
+        self.set_state("idle")
+        self.set_keys(self.keys)
+
+    def _build(self) -> None:
+        central = QWidget()
+        root = QVBoxLayout(central)
+        root.setContentsMargins(10, 10, 10, 4)
+        top = QHBoxLayout()
+        self.task_box = TaskBox()
+        self.task_box.submitted.connect(self.start_requested)
+        top.addWidget(self.task_box, 1)
+        column = QVBoxLayout()
+        self.start_button = QPushButton("Start")
+        self.start_button.setDefault(True)
+        font = self.start_button.font()
+        font.setBold(True)
+        self.start_button.setFont(font)
+        self.start_button.clicked.connect(lambda: self.start_requested.emit(self.task_box.task()))
+        self.recent = RecentButton()
+        self.recent.chosen.connect(self.set_task)
+        column.addWidget(self.start_button)
+        column.addWidget(self.recent)
+        column.addStretch(1)
+        top.addLayout(column)
+        controls = QVBoxLayout()
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.clicked.connect(lambda: self.pause_requested.emit(not self._paused))
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop_requested)
+        width = max(b.sizeHint().width() for b in (self.pause_button, QPushButton("Resume"), self.stop_button))
+        for b in (self.pause_button, self.stop_button):
+            b.setFixedWidth(width)  # "Pause" becoming "Resume" moves nothing
+            controls.addWidget(b)
+        controls.addStretch(1)
+        top.addLayout(controls)
+        root.addLayout(top)
+        self.status = StatusArea()
+        root.addWidget(self.status)
+
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        head = QHBoxLayout()
+        self.screen_heading = _heading("Screen")
+        head.addWidget(self.screen_heading, 1)
+        self.live_button = QPushButton("Back to the live view")
+        self.live_button.setFlat(True)
+        self.live_button.setVisible(False)
+        head.addWidget(self.live_button)
+        lv.addLayout(head)
+        self.live = ScreenshotView(placeholder="The screen Deskhand sees appears here when a task runs.")
+        lv.addWidget(self.live, 3)
+        model_head = QHBoxLayout()
+        model_head.addWidget(_heading("Model"))
+        self.activity_label = TextLine(colour="#0369a1")  # ticks every second while the model works
+        model_head.addWidget(self.activity_label, 1)
+        lv.addLayout(model_head)
+        self.thought = QPlainTextEdit()
+        self.thought.setReadOnly(True)
+        self.thought.setPlaceholderText("The model's thought streams here while it works.")
+        self.thought.setMaximumHeight(120)
+        lv.addWidget(self.thought, 1)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        rv.addWidget(_heading("Steps"))
+        self.steps = StepList()
+        rv.addWidget(self.steps)
+        self.split.addWidget(left)
+        self.split.addWidget(right)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 2)
+        self.split.setChildrenCollapsible(False)
+        self.split.setSizes([680, 480])
+        root.addWidget(self.split, 1)
+        self.setCentralWidget(central)
+
+        bar = self.statusBar()
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(160)
+        self.progress.setRange(0, 100)
+        self.progress.setVisible(False)
+        self.model_label = QLabel("No model chosen yet")
+        self.device_label = QLabel("")
+        self.speed_label = QLabel("")
+        bar.addWidget(self.model_label, 1)
+        bar.addWidget(self.progress)
+        for w in (self.device_label, self.speed_label):
+            bar.addPermanentWidget(w)
+
+    def _menus(self) -> None:
+        def act(menu: QMenu, text: str, slot: object, shortcut: str | None = None) -> QAction:
+            action: QAction = menu.addAction(text)
+            action.triggered.connect(slot)
+            if shortcut:
+                action.setShortcut(QKeySequence(shortcut))
+            return action
+
+        file = self.menuBar().addMenu("&Deskhand")
+        act(file, "&New task", self.focus_task, shortcuts.NEW_TASK)
+        self.quick_action = act(file, "&Quick task box", self.quick_task_requested)
+        act(file, "&History…", self.history_requested, shortcuts.HISTORY)
+        act(file, "&Settings…", self.settings_requested, shortcuts.SETTINGS)
+        file.addSeparator()
+        act(file, "&Quit", self.quit_requested, shortcuts.QUIT)
+        run = self.menuBar().addMenu("&Run")
+        self.pause_action = act(run, "&Pause", lambda: self.pause_requested.emit(not self._paused), shortcuts.PAUSE)
+        self.stop_action = act(run, "&Stop", self.stop_requested)  # the approval dialog has its own, same key
+
+    def set_keys(self, keys: shortcuts.GlobalKeys) -> None:
+        """The global shortcuts from the settings, shown wherever their actions are."""
+        self.keys = keys
+        self.stop_action.setShortcut(shortcuts.qt_sequence(keys.stop))
+        self.quick_action.setText(shortcuts.in_menu("&Quick task box (from anywhere)", keys.quick_label))
+        self.start_button.setToolTip("Start the task (Enter in the task box; Shift+Enter for a new line)")
+        self.stop_button.setToolTip(f"Stop the task now ({keys.stop_label}, which works everywhere; pushing the "
+                                    "mouse into a screen corner stops it too)")
+        self.pause_button.setToolTip(f"Pause before the next step ({shortcuts.PAUSE})")
+        self.task_box.setToolTip(f"{keys.quick_label} opens a task box from anywhere, even when this window is "
+                                 "hidden")
+        self.set_state(self._state or "idle")
+
+    # ------------------------------------------------------------------ requests from the application
+    def focus_task(self) -> None:
+        self.show_and_raise()
+        self.task_box.setFocus()
+        self.task_box.selectAll()
+
+    def set_task(self, text: str) -> None:
+        self.task_box.setPlainText(text)
+        self.task_box.setFocus()
+
+    def show_and_raise(self) -> None:
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
+    def set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.task_box.setReadOnly(running)
+        for w in (self.pause_button, self.stop_button, self.pause_action, self.stop_action):
+            w.setEnabled(running)
+        if not running:
+            self.set_paused(False)
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        text = "Resume" if paused else "Pause"
+        self.pause_button.setText(text)
+        self.pause_action.setText(f"&{text}")
+
+    def set_state(self, state: str, detail: str = "") -> None:
+        """The run's state: the colour of the dot, and the words in the status area when it has no message."""
+        self._state = state
+        if state == "idle" and not detail:
+            detail = (f"Ready. Type a task and press Enter; {self.keys.quick_label} opens a task box from anywhere, "
+                      f"{self.keys.stop_label} stops a task.")
+        words = detail or STATE_WORDS.get(state, state)
+        self.status.set_state(words[:1].upper() + words[1:], STATE_DOTS.get(state, "#9ca3af"))
+
+    def set_activity(self, words: str) -> None:
+        self.activity_label.setText(words)
+
+    def show_model_file(self, path: str) -> None:
+        """Before the first task loads it: which model is chosen (not "no model" when one is)."""
+        if path:
+            self.model_label.setText(f"{Path(path).stem} (loads with the first task)")
+            self.model_label.setToolTip(path)
+        else:
+            self.model_label.setText("No model chosen yet")
+            self.model_label.setToolTip("")
+
+    def set_recent(self, tasks: list[str]) -> None:
+        self.recent.set_tasks(tasks)
+
+    def render_event(self, d: Delivered) -> None:
+        self.view.render_event(d)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        narrow = event.size().width() < NARROW
+        orientation = Qt.Orientation.Vertical if narrow else Qt.Orientation.Horizontal
+        if self.split.orientation() != orientation:
+            self.split.setOrientation(orientation)
+            self.split.setSizes([1, 1] if narrow else [3, 2])
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        event.ignore()  # the application decides: hide to the tray, or quit
+        self.close_requested.emit()
+

@@ -1,0 +1,375 @@
+"""The composition root: settings, the agent host, the windows, the tray, the global hotkey and the single-instance
+server wired together, and an orderly quit (worker shut down, listeners stopped, files closed)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
+
+from app.agent.worker import EngineFactory
+from app.domain import events as ev
+from app.domain.paths import Paths
+from app.domain.settings import Loaded, Settings, save_settings
+from app.setup.engines import engine_configured, engine_from_settings
+from app.ui import shortcuts
+from app.ui.approval.dialog import ApprovalDialog
+from app.ui.approval.marker import TargetOverlay
+from app.ui.background import Background
+from app.ui.bridge.hider import WindowHider
+from app.ui.bridge.host import AgentHost
+from app.ui.bridge.responsiveness import keep_ui_responsive
+from app.ui.history.window import HistoryStore, HistoryWindow
+from app.ui.messages import OUTCOME_HEADS, ask, error_html
+from app.ui.run.task_queue import TaskQueue
+from app.ui.run.window import MainWindow
+from app.ui.settings.dialog import SettingsDialog
+from app.ui.setup.flow import SetupFlow
+from app.ui.shell.hotkeys import GlobalHotkey
+from app.ui.shell.presenter import RunPresenter
+from app.ui.shell.quick_task import QuickTaskBox
+from app.ui.shell.tray import Tray
+from app.ui.window_memory import WindowMemory
+
+log = logging.getLogger("deskhand.ui")
+NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window: closing it quits Deskhand. "
+           "(On GNOME, the AppIndicator extension adds a tray.)")
+MAIN_SIZE, HISTORY_SIZE = (1180, 780), (1180, 720)
+
+
+class Application(QObject):
+    quit_done = Signal()
+
+    def __init__(self, paths: Paths, loaded: Loaded, *, engine_factory: EngineFactory = engine_from_settings,
+                 dry_run: bool = False, executor_factory: Callable[..., Any] | None = None, tray: bool = True,
+                 hotkeys: bool = True, setup: bool = True, notices: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.paths, self.settings, self.warnings = paths, loaded.settings, loaded.warnings
+        self.notices = notices
+        self.background = Background(self)
+        self.store = HistoryStore(paths)
+        self.hider = WindowHider(self)
+        self.host = AgentHost(paths, self.hider, engine_factory=engine_factory, dry_run=dry_run,
+                              executor_factory=executor_factory, parent=self)
+        self.windows = WindowMemory(paths.config / "windows.json", self.background.run, self)
+        self.main = MainWindow()
+        self.windows.place(self.main, "main", MAIN_SIZE)
+        self.dialog = ApprovalDialog()
+        self.overlay = TargetOverlay()
+        self.quick = QuickTaskBox()
+        self.tray: Tray | None = Tray(self) if tray and Tray.available() else None
+        self.tray_wanted = tray
+        self.hotkey: GlobalHotkey | None = GlobalHotkey(self) if hotkeys else None
+        self.presenter = RunPresenter(self.host, self.main, self.dialog, self.overlay, self.tray, self)
+        self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self)
+        self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self)
+        self.setup.finished.connect(self._setup_finished)
+        self.history: HistoryWindow | None = None
+        self.settings_dialog: SettingsDialog | None = None
+        self.quit_box: QMessageBox | None = None
+        self._closed = False
+        self._wire()
+        self.apply_keys()
+        self.main.show_model_file(self.settings.text_model)
+
+    @property
+    def wizard(self) -> QWidget | None:
+        return self.setup.wizard
+
+    def _wire(self) -> None:
+        m = self.main
+        m.start_requested.connect(self.start_task)
+        m.stop_requested.connect(self.presenter.stop)
+        m.pause_requested.connect(self.presenter.pause)
+        m.settings_requested.connect(self.open_settings)
+        m.history_requested.connect(self.open_history)
+        m.quick_task_requested.connect(self.open_quick_task)
+        m.quit_requested.connect(self.request_quit)
+        m.close_requested.connect(self._main_closed)
+        self.quick.submitted.connect(self._quick_submitted)
+        self.presenter.finished.connect(self._run_finished)
+        if self.tray is not None:
+            self._wire_tray(self.tray)
+        if self.hotkey is not None:
+            self.hotkey.triggered.connect(self.open_quick_task)
+            self.hotkey.failed.connect(lambda text: m.status.show_message(error_html(text), "warning", "hotkey"))
+
+    def _wire_tray(self, t: Tray) -> None:
+        t.new_task.connect(self.open_quick_task)
+        t.show_window.connect(self.main.show_and_raise)
+        t.pause_requested.connect(self.presenter.pause)
+        t.stop_requested.connect(self.presenter.stop)
+        t.history_requested.connect(self.open_history)
+        t.settings_requested.connect(self.open_settings)
+        t.quit_requested.connect(self.request_quit)
+        t.set_keys(self.keys())
+
+    def keys(self) -> shortcuts.GlobalKeys:
+        return shortcuts.GlobalKeys(self.settings.quick_task_hotkey, self.settings.panic_hotkey)
+
+    def apply_keys(self) -> None:
+        """The one stop key and the quick-task key, shown (and, in Deskhand's windows, active) everywhere."""
+        keys = self.keys()
+        self.main.set_keys(keys)
+        self.dialog.set_stop_key(keys.stop)
+        if self.tray is not None:
+            self.tray.set_keys(keys)
+
+    # ------------------------------------------------------------------ start-up
+    def start(self, task: str = "", run_now: bool = False) -> None:
+        keep_ui_responsive()
+        self.host.start()
+        for w in (self.dialog, self.overlay, self.quick):
+            w.winId()  # native windows made now, not while the first step waits to be shown
+        self.main.show()
+        QTimer.singleShot(300, self.main, lambda: self.windows.keep_inside(self.main))  # once the WM has framed it
+        log.info("main window shown")
+        if self.tray is not None:
+            self.tray.show()
+        elif self.tray_wanted:
+            self._no_tray()
+        if self.hotkey is not None:
+            self.hotkey.start(self.settings.quick_task_hotkey)
+        for text in self.notices:
+            self.main.status.show_message(error_html(text), "warning", "notice")
+        if self.warnings:
+            self.main.status.show_message(error_html("\n".join(self.warnings)), "warning", "settings",
+                                          [("Open settings", self.open_settings)])
+        self.refresh_recent()
+        if not self.model_ready():
+            self.setup.offer(at_start=True)
+        if task:
+            self.main.set_task(task)
+            if run_now and self.model_ready():
+                self.start_task(task)
+
+    def _no_tray(self) -> None:
+        if not self.settings.tray_notice_shown:
+            self.main.status.show_message(NO_TRAY, "info", "tray")
+            self.save_settings(self.settings.replace(tray_notice_shown=True), quiet=True)
+        QTimer.singleShot(3000, self._tray_appeared)
+
+    def _tray_appeared(self) -> None:
+        """A tray host may start after Deskhand (a panel restarting); pick it up when it does."""
+        if self._closed or self.tray is not None:
+            return
+        if Tray.available():
+            self.tray = Tray(self)
+            self.presenter.tray = self.tray
+            self._wire_tray(self.tray)
+            self.tray.show()
+            self.main.status.remove("tray")
+            return
+        QTimer.singleShot(3000, self._tray_appeared)
+
+    def model_ready(self) -> bool:
+        return engine_configured(self.settings)
+
+    # ------------------------------------------------------------------ requests
+    def start_task(self, task: str) -> bool:
+        task = task.strip()
+        if not task:
+            self.main.focus_task()
+            return False
+        if not self.model_ready():
+            self.main.set_task(task)
+            self.setup.offer()
+            return False
+        if self.presenter.running or not self.host.start_task(task, self.settings):
+            self.queue.add(task)  # it waits, visibly, and is offered when the run ends
+            return False
+        self.presenter.begin(self.settings.approval_policy == "auto_approve_safe")
+        self.queue.run_started()
+        return True
+
+    def _run_finished(self, e: ev.RunFinished) -> None:
+        if self._closed:  # the run Quit stopped
+            return
+        self.refresh_recent()
+        self.queue.run_ended(OUTCOME_HEADS.get(e.outcome, ""))
+
+    def open_quick_task(self) -> None:
+        if self.hider.hidden:  # a screenshot or an action is under way: open it once Deskhand is back
+            QTimer.singleShot(100, self.open_quick_task)
+            return
+        self.quick.set_busy_hint(self.presenter.running)
+        self.quick.open()
+
+    def _quick_submitted(self, task: str) -> None:
+        if self.presenter.running:
+            self.queue.add(task)
+            return
+        self.main.set_task(task)
+        if not self.start_task(task):
+            self.main.show_and_raise()
+
+    def take_without_raising(self, msg: dict[str, Any]) -> bool:
+        """What a later launch asks that needs no window, taken at once even while a step acts: `deskhand stop`
+        stops the run; a task during a run waits in the queue the status area shows (raising a window would take
+        the keyboard from the window a step types into). False: it waits until no step acts."""
+        task = str(msg.get("task") or "").strip()
+        if msg.get("cmd") == "stop" or (msg.get("cmd") == "task" and task and self.presenter.running):
+            self.handle_instance_message(msg)  # raises no window in these two cases
+            return True
+        return False
+
+    def handle_instance_message(self, msg: dict[str, Any]) -> None:
+        """A later `deskhand` launch: bring the window forward, and start its task if it brought one (during a
+        run, the task waits in the queue and nothing comes forward); `deskhand stop` (a desktop shortcut, on
+        Wayland): stop the run, and bring nothing forward."""
+        log.info("message from another launch: %s", msg.get("cmd"))
+        task = str(msg.get("task") or "").strip()
+        if msg.get("cmd") == "stop":
+            self.presenter.stop()
+        elif msg.get("cmd") == "task" and task and self.presenter.running:
+            self.queue.add(task)
+        else:
+            if not self.presenter.main_stepped_aside:  # not back over the target of a step that waits
+                self.main.show_and_raise()
+            if msg.get("cmd") == "task" and task:
+                self.main.set_task(task)
+                self.start_task(task)
+
+    def refresh_recent(self) -> None:
+        self.background.run(self.store.recent, self.main.set_recent, lambda exc: log.warning("recent tasks: %s", exc))
+
+    # ------------------------------------------------------------------ windows
+    def open_history(self) -> None:
+        if self.history is None:
+            self.history = HistoryWindow(self.store, self.background)
+            self.windows.place(self.history, "history", HISTORY_SIZE, over=self.main)
+        self.history.refresh()
+        self.history.show()
+        self.history.raise_()
+        self.history.activateWindow()
+        QTimer.singleShot(300, self.history, self._history_inside)
+
+    def _history_inside(self) -> None:
+        if self.history is not None:
+            self.windows.keep_inside(self.history)
+
+    def open_settings(self) -> None:
+        if self.settings_dialog is not None and self.settings_dialog.isVisible():
+            self.settings_dialog.raise_()
+            return
+        dialog = SettingsDialog(self.settings, self.warnings, str(self.paths.data), self.main)
+        dialog.saved.connect(self.save_settings)
+        dialog.setup_requested.connect(self._setup_from_settings)
+        dialog.token_changed.connect(self._save_token)
+        dialog.api_key_changed.connect(self._save_api_key)
+        self.settings_dialog = dialog
+        dialog.show()
+
+    def _setup_from_settings(self) -> None:
+        if self.settings_dialog is not None:
+            self.settings_dialog.close()
+        if not self.setup.open():
+            self.open_settings()
+
+    def _setup_finished(self, settings: Settings) -> None:
+        self.settings = settings  # the wizard saved them
+        self.main.show_model_file(settings.text_model)
+
+    def save_settings(self, settings: Settings, quiet: bool = False) -> None:
+        previous = self.settings
+        self.settings = settings  # the next run uses them; the file follows on the background thread
+        self.apply_keys()
+        if settings.text_model != previous.text_model:
+            self.main.show_model_file(settings.text_model)
+
+        def saved(_: object) -> None:
+            self.warnings = ()
+            self.main.status.remove("settings")
+            if not quiet:
+                self.main.status.show_message("Settings saved. They apply from the next task.", "success",
+                                              "settings", timeout_ms=6000)
+            if self.hotkey is not None and settings.quick_task_hotkey != previous.quick_task_hotkey:
+                self.main.status.remove("hotkey")
+                self.hotkey.start(settings.quick_task_hotkey)
+            if self.model_ready():
+                self.main.status.remove("no-model")
+
+        def failed(exc: BaseException) -> None:
+            self.main.status.show_message(error_html(exc), "error", "settings")
+
+        self.background.run(lambda: save_settings(self.paths.settings_file, settings), saved, failed)
+
+    def _save_token(self, token: str) -> None:
+        def store() -> None:
+            from app.setup import secrets
+
+            secrets.set_secret(token) if token else secrets.delete_secret()
+
+        def failed(exc: BaseException) -> None:
+            self.main.status.show_message(error_html(exc), "error", "token")
+
+        self.background.run(store, lambda _: log.info("access token stored in the keyring"), failed)
+
+    def _save_api_key(self, key: str) -> None:
+        def store() -> None:
+            from app.setup import secrets
+
+            secrets.set_secret(key, secrets.REMOTE_API_KEY)
+
+        def failed(exc: BaseException) -> None:
+            self.main.status.show_message(error_html(exc), "error", "api-key")
+
+        self.background.run(store, lambda _: log.info("model server API key stored in the keyring"), failed)
+
+    # ------------------------------------------------------------------ closing
+    def _main_closed(self) -> None:
+        if self.tray is not None:
+            self.main.hide()
+            self.tray.notify("Deskhand is still running", "It waits in the tray: click the icon to open it.")
+        else:
+            self.request_quit()
+
+    def request_quit(self) -> None:
+        """Quit from the menu, the tray or the window: during a run, ask first."""
+        if not self.presenter.running:
+            self.quit()
+            return
+        if self.quit_box is not None and self.quit_box.isVisible():
+            self.quit_box.raise_()
+            return
+        self.main.show_and_raise()
+        self.quit_box = ask(self.main, "Quit Deskhand?", "<b>A task is running.</b> Stop it and quit Deskhand?",
+                            "Stop and quit", "Keep working", self.quit)
+
+    def quit(self) -> None:
+        self.shutdown()
+        self.quit_done.emit()
+
+    def shutdown(self) -> None:
+        """Stop the run, the worker and the listeners; close the windows and files. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        log.info("quitting")
+        self.windows.close()
+        self.hider.closing.set()
+        self.presenter.stop()
+        if self.hotkey is not None:
+            self.hotkey.stop()
+        for w in (self.dialog, self.overlay, self.quick, self.history, self.settings_dialog, self.wizard,
+                  self.quit_box):
+            if w is not None:
+                w.hide()
+        self.host.shutdown()
+        self.background.run(self.store.close)
+        self.background.close()
+        if self.tray is not None:
+            self.tray.close()
+        self.main.hide()
+        for w in (self.main, self.dialog, self.overlay, self.quick, self.history, self.settings_dialog):
+            if w is not None:
+                w.deleteLater()
+        log.info("Deskhand quit cleanly")
+
+
+def make_quit_on(app: Application) -> None:
+    """For the real program: Quit ends the event loop."""
+    app.quit_done.connect(QApplication.quit)
