@@ -27,6 +27,7 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 import pytest
 
+from app.engine.llama.library import safe_model_params
 from tests.fixtures import gguf_models as gm
 from tests.fixtures.gguf_models import ModelPair
 
@@ -45,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_model(path: Path, *, no_alloc: bool = False) -> int | None:
-    params = llama_cpp.llama_model_default_params()
+    params = safe_model_params(llama_cpp.llama_model_default_params())
     params.n_gpu_layers = 0
     if no_alloc:  # metadata and shapes only, as llama.cpp's memory-fit pass loads (no mmap)
         params.no_alloc = True

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from app.engine.grammar import grammar_for_schema, int_range
+from app.engine.llama.library import safe_model_params
 from app.engine.profile import load_profile
 
 
@@ -41,7 +42,7 @@ def test_grammar_parses_in_llama_cpp(tiny_model_pair):
     import llama_cpp
 
     profile = load_profile()
-    params = llama_cpp.llama_model_default_params()
+    params = safe_model_params(llama_cpp.llama_model_default_params())
     params.vocab_only = True
     model = llama_cpp.llama_model_load_from_file(str(tiny_model_pair.text).encode(), params)
     assert model

@@ -4,7 +4,9 @@ offload to a GPU, which native libraries it bundles. Kept here so that only app.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 
@@ -14,6 +16,27 @@ def load_first() -> None:
     used, and by `deskhand doctor`."""
     with contextlib.suppress(Exception):
         import llama_cpp  # noqa: F401
+
+
+def cpu_has_amx() -> bool:
+    """Intel AMX (Sapphire Rapids and later Xeons), as Linux reports it."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return " amx_int8" in f.read()
+    except OSError:
+        return False
+
+
+def safe_model_params(params: Any) -> Any:
+    """The model parameters, with what is known to crash the pinned llama.cpp here turned off.
+
+    On a CPU with AMX, llama.cpp keeps quantized weights in its AMX (repacked) buffers, and llama_decode then
+    segfaults on Q4_K_M models (measured 2026-12-04 on a Xeon with amx_int8: the tiny test models, and a
+    converted checkpoint; the same models decode with the plain CPU buffers). Weights offloaded to a GPU are not
+    affected. DESKHAND_LLAMA_REPACK=1 keeps the repacked buffers, for a build where the crash is fixed."""
+    if cpu_has_amx() and os.environ.get("DESKHAND_LLAMA_REPACK") != "1":
+        params.use_extra_bufts = False
+    return params
 
 
 def version() -> str:

@@ -22,6 +22,7 @@ import numpy as np
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, ModelLoadError
 from app.engine.llama.host_buffers import HostBuffers
+from app.engine.llama.library import safe_model_params
 
 log = logging.getLogger("deskhand.engine")
 
@@ -144,7 +145,7 @@ class LlamaRuntime:
         return c
 
     def _load_model(self, path: str, threads: int, progress: Callable[[float, str], None] | None) -> None:
-        params = llama_cpp.llama_model_default_params()
+        params = safe_model_params(llama_cpp.llama_model_default_params())
         params.n_gpu_layers = self.options.n_gpu_layers if self.options.n_gpu_layers >= 0 else 999
         params.progress_callback = self._progress_cb(progress, 0.0, 0.85, "Loading the text model")
         self.model = llama_cpp.llama_model_load_from_file(path.encode(), params)
