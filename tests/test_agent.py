@@ -74,6 +74,31 @@ def test_decisions_reach_the_model_and_the_record(rig):
     con.close()
 
 
+def test_one_approved_step_on_the_mixture_of_experts_holo31_pair(target, qwen35moe_pair, tmp_path):
+    """The qwen35moe shape (Holo3.1-35B-A3B's architecture) through the worker: one step proposed on the real
+    screen, approved, performed by the dry run and recorded."""
+    prof = compact_profile(tmp_path, base="holo31", thinking=8)
+    paths = default_paths(tmp_path / "home").ensure()
+    got: queue.Queue[ev.Event] = queue.Queue()
+    worker = AgentWorker(paths, got.put, engine_factory=lambda s: make_engine(qwen35moe_pair, prof, n_ctx=32768),
+                         dry_run=True).start()
+    try:
+        settings = Settings(text_model=str(qwen35moe_pair.text), mmproj=str(qwen35moe_pair.mmproj), step_limit=1)
+        assert worker.start_task("Open the settings", settings)
+        e = _next(got, ev.StepProposed)
+        assert isinstance(e, ev.StepProposed) and e.step == 1 and e.needs_decision, e
+        assert worker.decide(1, Decision("approve"))
+        done = _next(got, ev.RunFinished)
+        assert isinstance(done, ev.RunFinished) and done.outcome == "step_limit", done
+        con = connect(paths.database)
+        steps = run_steps(con, list_runs(con)[0]["id"])
+        con.close()
+        assert [s["decision"] for s in steps] == ["approve"] and steps[0]["executed"]["dry_run"] is True
+        assert "</think>" in steps[0]["raw_output"] and steps[0]["screenshot"]
+    finally:
+        worker.shutdown()
+
+
 def test_stop_while_waiting_for_approval_ends_the_run(rig):
     worker, got, settings, paths = rig
     assert worker.start_task("Stop me", settings)

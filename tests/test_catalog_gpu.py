@@ -17,6 +17,7 @@ from app.setup import gpu as gpumod
 from app.setup.catalog import (
     CatalogError,
     GiB,
+    MemoryShape,
     load_catalog,
     memory_shape_of,
     needed_bytes,
@@ -168,6 +169,22 @@ def test_memory_shape_of_a_qwen35_header_and_the_catalog_agree():
     catalog = load_catalog().get("holo31-9b").memory
     assert shape.kv_bytes_per_token == catalog.kv_bytes_per_token == 32768 and shape.n_layers == 32
     assert abs(shape.recurrent_bytes - catalog.recurrent_bytes) < 2 * 2**20
+
+
+def test_memory_shape_of_the_tiny_qwen35moe_header_counts_its_layers_kv_and_recurrent_state(qwen35moe_pair):
+    """The mixture-of-experts header (Holo3.1-35B-A3B's architecture) is planned like the dense one: the experts
+    change the weights, not the KV cache or the Gated-DeltaNet state."""
+    from app.engine.gguf.model_pair import check_model_files
+    from tests.fixtures.qwen35_models import TINY_MOE
+
+    files = check_model_files(qwen35moe_pair.text, qwen35moe_pair.mmproj)
+    assert files.text.metadata["general.architecture"] == "qwen35moe"
+    t = TINY_MOE.text
+    linear = sum(t.is_linear(i) for i in range(t.n_layer))
+    conv = (t.conv_kernel - 1) * (2 * t.key_dim + t.value_dim)
+    assert memory_shape_of(files.text.metadata) == MemoryShape(
+        (t.n_layer - linear) * 2 * t.n_head_kv * t.head_dim * 2,
+        linear * (conv + t.linear_head_dim * t.value_dim) * 4, t.n_layer)
 
 
 def test_without_a_gpu_the_recommendation_says_cpu():

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.engine_helpers import compact_profile, screenshot
 
 
@@ -68,11 +70,13 @@ def test_propose_reports_a_bad_file_plainly(tmp_path):
     assert "is not a GGUF file" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_propose_on_the_holo31_pair_returns_a_valid_action(qwen35_pair, tmp_path):
+@pytest.mark.parametrize("pair_name", ["qwen35_pair", "qwen35moe_pair"])
+def test_propose_on_the_holo31_pair_returns_a_valid_action(pair_name, request, tmp_path):
+    pair = request.getfixturevalue(pair_name)
     shot = tmp_path / "s.png"
     screenshot(1, (640, 480)).image.save(shot)
     prof = compact_profile(tmp_path, base="holo31", thinking=16)
-    r = _deskhand("propose", "--model", str(qwen35_pair.text), "--mmproj", str(qwen35_pair.mmproj),
+    r = _deskhand("propose", "--model", str(pair.text), "--mmproj", str(pair.mmproj),
                   "--profile", str(prof), "--screenshot", str(shot), "--task", "Open the settings", "--ctx", "8192",
                   "--json")
     assert r.returncode == 0, r.stderr

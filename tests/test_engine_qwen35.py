@@ -1,4 +1,5 @@
-"""The Holo3.1 family (qwen35 + qwen3vl_merger) through the real llama-cpp-python on the tiny random-weight pair:
+"""The Holo3.1 family (qwen35 or qwen35moe + qwen3vl_merger) through the real llama-cpp-python on the tiny
+random-weight pairs (the dense one and its mixture-of-experts twin, the shape of Holo3.1-35B-A3B):
 dynamic-resolution screenshots with M-RoPE positions, the hybrid session with Gated-DeltaNet checkpoints, bounded
 reasoning dropped from history, and specific errors for pairs that mix families."""
 
@@ -28,9 +29,9 @@ def profile_path(tmp_path_factory):
     return compact_profile(tmp_path_factory.mktemp("holo31"), base="holo31", thinking=BUDGET)
 
 
-@pytest.fixture(scope="module")
-def engine(qwen35_pair, profile_path):
-    eng = make_engine(qwen35_pair, profile_path)
+@pytest.fixture(scope="module", params=["qwen35_pair", "qwen35moe_pair"])
+def engine(request, profile_path):
+    eng = make_engine(request.getfixturevalue(request.param), profile_path)
     eng.load(None, CancelToken())
     yield eng
     eng.close()
