@@ -189,3 +189,16 @@ def test_compare_thinking_on_and_off_on_the_tiny_holo31(tmp_path, capsys, qwen35
     assert on["tokens"]["thinking"] > 0 and off["tokens"]["thinking"] == 0
     s = json.loads(captured.out)
     assert s["settings"]["thinking=off"]["thinking"] == "off" and s["difference"]["n"] == 1
+
+
+def test_a_tile_budget_comparison_on_a_profile_without_tiles_is_refused(tmp_path, capsys, qwen35_pair):
+    write_model_settings(Path(os.environ["DESKHAND_HOME"]), qwen35_pair, tmp_path)
+    rc = _eval("--suite", "screenspot-v2", "--data", str(ds.write_screenspot_v2(tmp_path / "v2")),
+               "--profile", str(compact_profile(tmp_path, base="holo31")), "--compare", "tile-budget=12,7",
+               "--out", str(tmp_path / "out"))
+    err = capsys.readouterr().err
+    assert rc == 2 and "sizes screenshots by a token budget, not by tiles" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit) as e:  # argparse refuses it before anything is loaded
+        _eval("--suite", "screenspot-v2", "--compare", "tile-budget=12")
+    assert e.value.code == 2 and "two values" in capsys.readouterr().err
