@@ -1,8 +1,10 @@
 """A Hugging Face hub on 127.0.0.1 for download tests, speaking what huggingface_hub uses (its source is the
 reference: file_download.get_hf_file_metadata, utils/_http.hf_raise_for_status, hf_api.model_info):
 
-* GET /api/models/{repo}/revision/{rev}: {"id", "sha", "siblings": [{"rfilename", "size", "lfs": {...}}]};
-* HEAD/GET /{repo}/resolve/{rev}/{path}: 302 to the file's storage address, with X-Repo-Commit, ETag,
+* GET /api/models/{repo}/revision/{rev} (and /api/datasets/…): {"id", "sha", "siblings": [{"rfilename", "size",
+  "lfs": {...}}]};
+* HEAD/GET /{repo}/resolve/{rev}/{path} (a dataset's: /datasets/{repo}/resolve/…): 302 to the file's storage
+  address, with X-Repo-Commit, ETag,
   X-Linked-Etag (the Git LFS SHA-256) and X-Linked-Size; errors carry X-Error-Code (RepoNotFound,
   RevisionNotFound, EntryNotFound, GatedRepo) as the hub's do;
 * GET /lfs/{sha256} on another host name (localhost): the bytes, with Range requests, cut connections and slow
@@ -51,8 +53,8 @@ class Seen:
     status: int = 0
 
 
-_RESOLVE = re.compile(r"/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)")
-_API = re.compile(r"/api/models/(?P<repo>[^/]+/[^/]+)/revision/(?P<rev>[^/?]+)")
+_RESOLVE = re.compile(r"/(?P<repo>(?:datasets/)?[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)")
+_API = re.compile(r"/api/(?P<kind>models|datasets)/(?P<repo>[^/]+/[^/]+)/revision/(?P<rev>[^/?]+)")
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -98,7 +100,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             srv.seen.append(seen)
         path = self.path.split("?", 1)[0]
         if m := _API.fullmatch(path):
-            repo = self._repo(seen, m["repo"], m["rev"])
+            repo = self._repo(seen, ("datasets/" if m["kind"] == "datasets" else "") + m["repo"], m["rev"])
             if repo is not None:
                 siblings = [{"rfilename": n, "size": len(f.data),
                              "lfs": {"sha256": f.sha256, "size": len(f.data), "pointerSize": 134}}
@@ -204,7 +206,9 @@ class LoopbackHub:
         return f"http://127.0.0.1:{self._srv.server_address[1]}"
 
     def add(self, repo: str, path: str, data: bytes, *, commit: str | None = None, token: str | None = None,
-            **kw: Any) -> HubFile:
+            dataset: bool = False, **kw: Any) -> HubFile:
+        """A file of a model repository (of a dataset repository with dataset=True)."""
+        repo = f"datasets/{repo}" if dataset else repo
         r = self._srv.repos.setdefault(repo, Repo(commit or hashlib.sha1(repo.encode()).hexdigest()))
         if commit:
             r.commit = commit

@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"domain"},
     "agent": {"domain", "desktop", "engine"},
     "setup": {"domain", "desktop", "engine"},
-    "cli": {"domain", "desktop", "engine", "agent", "setup"},
+    "eval": {"domain", "engine", "setup"},
+    "cli": {"domain", "desktop", "engine", "agent", "setup", "eval"},
     "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
     "ui": {"domain", "desktop", "engine", "agent", "setup"},
 }
@@ -34,6 +35,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "engine": ("PySide6", "shiboken6", "pynput", "mss", "Xlib"),
     "agent": ("PySide6", "shiboken6"),
     "setup": ("PySide6", "shiboken6"),
+    "eval": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss"),
     "cli": ("PySide6", "shiboken6"),
     # a model server needs no llama.cpp build on this machine; reading a GGUF header needs none either
     "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),

@@ -16,6 +16,7 @@ MODULES = (
     "app.cli.setup_cmd",
     "app.cli.model_cmd",
     "app.cli.doctor_cmd",
+    "app.cli.eval_cmd",
 )
 
 

@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.engine_choice import add_engine_arguments
+from app.cli.engine_choice import engine_of as _engine
+from app.cli.engine_choice import settings_of as _settings
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 
@@ -37,15 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, help="what to do, in plain language")
-    engine = p.add_argument_group("engine (default: the one in Settings)")
-    engine.add_argument("--engine", metavar="URL", help="an OpenAI-compatible model server, e.g. "
-                        "http://127.0.0.1:8000/v1 (vLLM); its API key comes from DESKHAND_API_KEY or the keyring")
-    engine.add_argument("--served-model", metavar="NAME", help="the model name on the server (default: the only one)")
-    engine.add_argument("--allow-http", action="store_true",
-                        help="allow plain HTTP to a server that is not on this computer")
-    engine.add_argument("--model", metavar="TEXT.gguf", help="use the embedded engine with this text model")
-    engine.add_argument("--mmproj", metavar="MMPROJ.gguf", help="… and this vision projector")
-    engine.add_argument("--profile", help="model profile name or JSON file")
+    engine = add_engine_arguments(p)
     engine.add_argument("--max-tiles", type=int, help="tile budget per screenshot (1..12)")
     p.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
                    help="safe (default): risky steps are refused and the model told why; all: every step is "
@@ -62,54 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, UnicodeEncodeError):
         print(f"deskhand: {text}", file=sys.stderr, flush=True)
-
-
-def _settings(args: argparse.Namespace) -> Any:
-    from app.domain.paths import default_paths
-    from app.domain.settings import load_settings
-
-    loaded = load_settings(default_paths().settings_file)
-    for warning in loaded.warnings:
-        _say(f"warning: {warning}")
-    s = loaded.settings
-    if args.engine and (args.model or args.mmproj):
-        raise DeskhandError("--engine and --model/--mmproj choose two different engines.", "Give one of them.")
-    if args.engine:
-        s = s.replace(engine="remote", engine_url=args.engine, engine_model=args.served_model or "",
-                      engine_allow_http=args.allow_http)
-    elif args.model or args.mmproj:
-        if not (args.model and args.mmproj):
-            raise DeskhandError("The embedded engine needs both --model and --mmproj.", "Give both GGUF files.")
-        s = s.replace(engine="local", text_model=args.model, mmproj=args.mmproj)
-    elif args.served_model:
-        s = s.replace(engine_model=args.served_model)
-    if args.profile:
-        s = s.replace(profile=args.profile)
-    if args.max_tiles:
-        s = s.replace(tile_budget=args.max_tiles)
-    return s
-
-
-def _engine(s: Any, from_command_line: bool) -> Any:
-    from app.engine.from_settings import local_config, remote_config
-    from app.engine.remote.endpoint import parse_endpoint
-    from app.setup.engines import api_key, check_screenshots_may_leave, engine_configured
-
-    if not engine_configured(s):
-        raise DeskhandError("No engine is set up.", "Give --engine URL (a model server) or --model and --mmproj, or "
-                            "set one up in the app (Settings → Model).")
-    if s.engine == "remote":
-        endpoint = parse_endpoint(s.engine_url, s.engine_allow_http)
-        if not from_command_line:
-            check_screenshots_may_leave(s)
-        if not endpoint.loopback:
-            _say(f"warning: screenshots of this display will be sent to {endpoint.host}.")
-        from app.engine.remote.engine import RemoteEngine
-
-        return RemoteEngine(remote_config(s, api_key()))
-    from app.engine.llama.engine import LocalEngine
-
-    return LocalEngine(local_config(s))
 
 
 def _display(args: argparse.Namespace) -> tuple[str, bool]:

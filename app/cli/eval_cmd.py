@@ -1,0 +1,175 @@
+"""`deskhand eval grounding`: a model's grounding accuracy, speed and memory on this machine, on a published suite.
+
+Exit status: 0 done · 2 not started (bad arguments, a missing or damaged dataset, no engine) · 1 failed while
+running (results so far kept) · 130 stopped by Ctrl+C or SIGTERM (results so far kept, the summary marked partial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from app.cli.engine_choice import add_engine_arguments, engine_of, say, settings_of
+from app.cli.model_args import tile_count
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError
+
+EXIT_USAGE, EXIT_FAILED, EXIT_STOPPED = 2, 1, 130
+COMPARABLE = ("tile-budget", "thinking")
+
+
+def _on_off(text: str) -> bool:
+    if text.lower() in ("on", "true", "1", "yes"):
+        return True
+    if text.lower() in ("off", "false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"“{text}”: give on or off")
+
+
+def _compare(text: str) -> tuple[str, list[str]]:
+    key, _, values = text.partition("=")
+    key, parts = key.strip(), [v.strip() for v in values.split(",") if v.strip()]
+    if key not in COMPARABLE or len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"“{text}”: give one of {', '.join(COMPARABLE)} and two values, e.g. "
+                                         "tile-budget=12,7 or thinking=on,off")
+    for v in parts:
+        (tile_count if key == "tile-budget" else _on_off)(v)  # each value checked now, not after a model load
+    return key, parts
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("eval", help="measure a model on this machine (grounding accuracy, speed, memory)",
+                       description="Measure the model on this machine.",
+                       epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    kinds = p.add_subparsers(dest="eval_kind", metavar="KIND", required=True)
+    g = kinds.add_parser("grounding", help="one click per item of a grounding suite, scored point-in-box",
+                         description="Ask the model to locate each item's target in its screenshot, exactly as in "
+                                     "a real step, and score the point against the target box. Writes "
+                                     "results.jsonl, summary.json, summary.md, chart.png and misses.png.",
+                         epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    from app.eval.suites import SUITES
+
+    g.add_argument("--suite", required=True, metavar="NAME", help=f"one of: {', '.join(SUITES)}")
+    g.add_argument("--data", metavar="DIR", help="a copy of the suite in its published layout (default: download "
+                   "it from its own repository into the Hugging Face cache)")
+    g.add_argument("--revision", metavar="REV", help="the dataset revision to download (default: the pinned one, "
+                   "or main)")
+    g.add_argument("--limit", type=int, metavar="N", help="a sample of N items (default: all)")
+    g.add_argument("--seed", type=int, default=0, metavar="S", help="which sample --limit draws (default 0)")
+    g.add_argument("--out", metavar="DIR", help="where the results go (default: a new folder under Deskhand's data)")
+    g.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
+    engine = add_engine_arguments(g)
+    engine.add_argument("--tile-budget", "--max-tiles", dest="max_tiles", type=tile_count, metavar="N",
+                        help="tiles per screenshot (1..12)")
+    engine.add_argument("--thinking", type=_on_off, metavar="on|off", help="reasoning before each answer "
+                        "(default: the profile's)")
+    g.add_argument("--compare", type=_compare, metavar="SETTING=A,B", help="two settings side by side on the "
+                   "same items: tile-budget=12,7 or thinking=on,off")
+    g.set_defaults(func=run)
+
+
+def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
+    from app.eval.grounding import Variant
+
+    def variant(name: str, s: Any, thinking: bool | None) -> Variant:
+        local = s.engine != "remote"
+        shown = {"engine": s.engine, "profile": s.profile, "tile_budget": s.tile_budget,
+                 "thinking": "profile" if thinking is None else ("on" if thinking else "off"),
+                 **({"context_size": s.context_size, "gpu_layers": s.gpu_layers} if local else
+                    {"url": s.engine_url, "served_model": s.engine_model})}
+        return Variant(name, shown, lambda: engine_of(s, from_command_line=bool(args.engine)), thinking,
+                       [s.text_model, s.mmproj] if local else [], "local" if local else "remote",
+                       s.text_model if local else s.engine_model)
+
+    engine_of(settings, from_command_line=bool(args.engine)).close()  # an engine that is not set up: refused now
+    if not args.compare:
+        return [variant("", settings, args.thinking)]
+    key, values = args.compare
+    if key == "tile-budget":
+        from app.engine.profile import ImageSpec
+
+        probe = engine_of(settings, from_command_line=bool(args.engine))
+        probe.close()
+        if not isinstance(probe.profile.image, ImageSpec):
+            raise DeskhandError(f"The profile {probe.profile.name} sizes screenshots by a token budget, not by "
+                                "tiles, so --compare tile-budget would measure the same thing twice.",
+                                "Compare thinking=on,off instead, or use a tiled profile (Holotron-12B).")
+        return [variant(f"tile-budget={v}", settings.replace(tile_budget=int(v)), args.thinking) for v in values]
+    return [variant(f"thinking={v}", settings, _on_off(v)) for v in values]
+
+
+def _out(args: argparse.Namespace, suite: str) -> Path:
+    if args.out:
+        return Path(args.out)
+    from app.domain.paths import default_paths
+
+    return default_paths().data / "evals" / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.eval.fetch import fetch, licence_notice
+    from app.eval.grounding import check_items, evaluate, prepare_out, select
+    from app.eval.suites import suite as find_suite
+
+    token = CancelToken()
+    try:
+        s = find_suite(args.suite)
+        if args.limit is not None and args.limit < 1:
+            raise DeskhandError(f"--limit {args.limit} leaves no items.", "Give a positive number, or leave it out.")
+        if args.data:
+            root = Path(args.data).expanduser()
+            if not root.is_dir():
+                raise DeskhandError(f"The dataset folder {root} does not exist.",
+                                    f"Give the folder that holds {s.title} in its published layout.")
+            say(licence_notice(s, copy=True))
+            source = str(root)
+        else:
+            root = fetch(s, args.revision, say)
+            source = f"{s.page} ({root.name[:12]})"
+        all_items = s.load(root)
+        if not all_items:
+            raise DeskhandError(f"{root} holds no {s.title} items.", "Check the folder, or download it again.")
+        items = select(all_items, args.limit, args.seed)
+        say(f"{s.title}: {len(items)} of {len(all_items)} item(s), seed {args.seed}; checking their images")
+        check_items(items, say)
+        settings = settings_of(args)
+        variants = _variants(args, settings)
+        out = prepare_out(_out(args, s.name))
+    except DeskhandError as exc:
+        say(str(exc))
+        return EXIT_USAGE
+
+    def stop(signum: int, _frame: Any) -> None:
+        token.cancel(f"stopped by {signal.Signals(signum).name}")
+        signal.signal(signum, signal.SIG_DFL)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        say(f"results: {out}")
+        summary = evaluate(s, source, all_items, items, variants, out, args.seed, token, say)
+    except DeskhandError as exc:
+        if (out / "results.jsonl").exists():
+            say(f"{exc}\n(the results so far are in {out / 'results.jsonl'})")
+            return EXIT_FAILED
+        say(str(exc))
+        with contextlib.suppress(OSError):
+            out.rmdir()  # nothing was measured: no empty results folder left behind
+        return EXIT_USAGE
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    from app.eval.report import lines
+
+    if args.json:
+        print(json.dumps({**summary, "out": str(out)}, ensure_ascii=False))
+    else:
+        print("\n".join(lines(summary, s.breakdown)))
+        print(f"files: {out}")
+    return 0 if summary["complete"] else EXIT_STOPPED

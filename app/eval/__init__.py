@@ -1,0 +1,8 @@
+"""`deskhand eval`: how good a model is on this machine. Grounding suites read in each dataset's own published
+layout (ScreenSpot-v2, ScreenSpot-Pro, WebClick, OSWorld-G), fetched from the dataset's own repository into the
+standard hub cache; one localisation per item through the real engine (the same screenshot handling and mapping
+as a real step); point-in-box scoring with intervals, latency, tokens and memory; results, summaries and charts.
+
+Qt-free. May import app.domain, app.engine (the engine protocol, never llama_cpp) and app.setup (hub downloads);
+the command line (app.cli.eval_cmd) and later the Settings window sit above it.
+"""

@@ -1,0 +1,129 @@
+"""A grounding run: the suite's items (a seeded sample with --limit), checked before any model time is spent, then
+each setting in turn on the same items, and the results, summaries and pictures in the output folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app import __version__
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
+from app.engine.base import Engine
+from app.eval import drawing, report
+from app.eval.items import Item
+from app.eval.memory import GpuPeak, peak_rss_bytes
+from app.eval.runner import ItemResult, check_item, run_items
+from app.eval.suites import Suite
+
+Say = Callable[[str], None]
+CALL = ("Deskhand's step contract: the image as the screenshot of a first step (the profile's tiling or resizing), "
+        "the item's instruction as the task, no history, the profile's answer schema; the point of the proposed "
+        "action (a click's, or any action's target) mapped to the image's pixels as a real step maps it; a hit is "
+        "a point inside the target (box corners included). The same call for every setting compared.")
+THINKING_BUDGET = 1024  # tokens, when --thinking on meets a profile that names no budget
+
+
+@dataclass
+class Variant:
+    name: str  # "" for a single run; "tile-budget=7" in a comparison
+    settings: dict[str, Any]
+    make: Callable[[], Engine]
+    thinking: bool | None = None  # None: the profile's own
+    files: list[str] = field(default_factory=list)  # model files to name (with their SHA-256) in the summary
+    kind: str = "local"
+    model: str = ""
+
+
+def select(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:
+    """All items, or `limit` of them drawn with `seed` (the same seed gives the same items), in suite order."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    chosen = set(random.Random(seed).sample(range(len(items)), limit))
+    return [it for i, it in enumerate(items) if i in chosen]
+
+
+def check_items(items: Sequence[Item], say: Say) -> None:
+    """Every selected item's image exists, is readable and holds its target (DatasetError naming the first that
+    does not), before the model is loaded."""
+    for i, item in enumerate(items, 1):
+        check_item(item)
+        if i % 200 == 0:
+            say(f"checked {i}/{len(items)} items")
+
+
+def set_thinking(engine: Engine, on: bool | None) -> None:
+    """Reasoning on or off whatever the profile says (both engines read `profile.reasoning` at every proposal)."""
+    profile = getattr(engine, "profile", None)
+    if on is None or profile is None:
+        return
+    r = profile.reasoning
+    reasoning = dataclasses.replace(r, enabled=on, max_tokens=r.max_tokens or (THINKING_BUDGET if on else 0))
+    engine.profile = dataclasses.replace(profile, reasoning=reasoning)  # type: ignore[attr-defined]
+
+
+def prepare_out(out: Path) -> Path:
+    """The run's folder: new, or empty. An earlier run's results are never overwritten."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DeskhandError(f"{out} already holds files (an earlier run's results are kept).",
+                            "Give another --out folder, or leave --out out to get a new one.")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequence[Item], variants: Sequence[Variant],
+             out: Path, seed: int, token: CancelToken, say: Say) -> dict[str, Any]:
+    results_file = out / "results.jsonl"
+    runs: dict[str, list[ItemResult]] = {}
+    engine_info: dict[str, Any] = {}
+    complete = True
+    t0 = time.monotonic()
+    with GpuPeak() as gpu:
+        try:
+            for v in variants:
+                runs[v.name] = []
+                engine = v.make()
+                try:
+                    info = engine.load(None, token)
+                    set_thinking(engine, v.thinking)
+                    if not engine_info:
+                        engine_info = {"kind": v.kind, "model": info.name, "device": info.device,
+                                       "memory_estimate_bytes": info.memory_bytes, "warnings": list(info.warnings),
+                                       "files": [report.model_file(f) for f in v.files]}
+                    done = runs[v.name]
+
+                    def collect(i: int, n: int, r: ItemResult, done: list[ItemResult] = done,
+                                label: str = f"{v.name}: " if v.name else "") -> None:
+                        done.append(r)
+                        if i == n or i == 1 or i % 10 == 0:
+                            say(f"{label}{i}/{n} items, {sum(x.hit for x in done)} hit, last {r.seconds:.2f} s")
+
+                    run_items(engine, items, results_file, token, v.name, collect)
+                finally:
+                    engine.close()
+        except Cancelled:
+            complete = False
+            say(f"stopped: {sum(len(r) for r in runs.values())} result(s) kept in {results_file}")
+    measured = {
+        "suite": {"name": suite.name, "title": suite.title, "source": source, "license": suite.license,
+                  "items_in_suite": len(all_items), "published": suite.published},
+        "items": len(items), "seed": seed, "deskhand_version": __version__, "call": CALL,
+        "engine": engine_info or {"kind": variants[0].kind if variants else "", "model": ""},
+        "settings": {v.name: v.settings for v in variants},
+        "memory": {"gpu_peak_bytes": gpu.peak, "process_peak_bytes": peak_rss_bytes()},
+        "wall_s": round(time.monotonic() - t0, 3),
+    }
+    s = report.summary(runs, measured, complete)
+    report.write(out, s, suite.breakdown)
+    key = next((k for k in suite.breakdown if "/" not in k), "kind")
+    seconds = [r.seconds for rs in runs.values() for r in rs]
+    drawing.chart(s, key, seconds, out / "chart.png")
+    drawing.misses([r for rs in runs.values() for r in rs], out / "misses.png")
+    (out / "items.json").write_text(json.dumps([it.id for it in items]) + "\n", encoding="utf-8")
+    return s

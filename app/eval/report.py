@@ -1,0 +1,158 @@
+"""What a run measured, in three forms: `summary.json` (every figure), `summary.md` and the lines printed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.eval.runner import ItemResult
+from app.eval.stats import Paired, Rate, paired, percentile
+
+# llama.cpp's general.file_type (enum llama_ftype) for the quantizations people use
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
+              18: "Q6_K", 32: "BF16"}
+QUANT_IN_NAME = re.compile(r"(?i)\b(BF16|F16|F32|Q\d_K(?:_[SML])?|Q\d_\d|IQ\d_\w+)\b")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_file(path: str) -> dict[str, Any]:
+    """A model file as the summary names it: path, size, SHA-256 and quantization."""
+    from app.engine.gguf.header import read_gguf
+
+    p = Path(path)
+    entry: dict[str, Any] = {"path": str(p), "name": p.name}
+    if not p.is_file():
+        return entry
+    entry.update(bytes=p.stat().st_size, sha256=sha256_of(p))
+    quant = None
+    try:
+        ft = read_gguf(p).get("general.file_type")
+        quant = FILE_TYPES.get(ft) if isinstance(ft, int) else None
+    except Exception:  # the engine has read it already; a header this cannot read leaves the name to go by
+        quant = None
+    m = QUANT_IN_NAME.search(p.stem.replace("-", " ").replace(".", " "))
+    entry["quantization"] = quant or (m.group(1).upper() if m else "unknown")
+    return entry
+
+
+def group_rates(results: Sequence[ItemResult], key: str) -> dict[str, Rate]:
+    hits: dict[str, list[bool]] = {}
+    for r in results:
+        for value in r.item.groups.get(key, ()):
+            hits.setdefault(value or "(none)", []).append(r.hit)
+    return {k: Rate(sum(v), len(v)) for k, v in sorted(hits.items())}
+
+
+def variant_summary(results: Sequence[ItemResult]) -> dict[str, Any]:
+    seconds = [r.seconds for r in results]
+    keys = sorted({k for r in results for k in r.item.groups})
+    tok = {k: sum(r.tokens.get(k, 0) for r in results) for k in ("evaluated", "image", "generated", "thinking")}
+    n = max(len(results), 1)
+    return {
+        "items": len(results),
+        "overall": Rate(sum(r.hit for r in results), len(results)).as_json(),
+        "by": {k: {g: rate.as_json() for g, rate in group_rates(results, k).items()} for k in keys},
+        "seconds_per_item": {"median": round(percentile(seconds, 0.5), 4), "p90": round(percentile(seconds, 0.9), 4),
+                             "mean": round(sum(seconds) / n, 4), "total": round(sum(seconds), 3)},
+        "tokens_per_item": {k: round(v / n, 1) for k, v in tok.items()},
+        "invalid_answers": sum(r.action == "invalid" for r in results),
+        "answers_without_point": sum(r.point is None and r.action != "invalid" for r in results),
+        "actions": {a: sum(r.action == a for r in results) for a in sorted({r.action for r in results})},
+    }
+
+
+def summary(runs: dict[str, list[ItemResult]], measured: dict[str, Any], complete: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"complete": complete, **measured,
+                           "variants": {name: variant_summary(rs) for name, rs in runs.items()}}
+    names = list(runs)
+    if len(names) == 2:
+        a, b = runs[names[0]], runs[names[1]]
+        common = [x.item.id for x in a if x.item.id in {y.item.id for y in b}]
+        by_a, by_b = {x.item.id: x.hit for x in a}, {y.item.id: y.hit for y in b}
+        d: Paired = paired([by_a[i] for i in common], [by_b[i] for i in common])
+        out["difference"] = {"second_minus_first": names[1] + " − " + names[0], **d.as_json()}
+    return out
+
+
+def chance_note(s: dict[str, Any]) -> str:
+    """Said plainly when a figure is at the floor: a model that hits next to nothing has not been measured as
+    'bad at grounding' so much as not grounding at all (random weights, a wrong profile)."""
+    notes = []
+    for name, v in s["variants"].items():
+        if v["items"] and v["overall"]["hits"] == 0:
+            notes.append(f"{name or 'this run'}: no item was hit; this model does not ground on this suite "
+                         "(random weights, a wrong profile or a broken model give this figure).")
+        if v["items"] and v["invalid_answers"] + v["answers_without_point"] == v["items"]:
+            notes.append(f"{name or 'this run'}: no answer held a point to score.")
+    return " ".join(notes)
+
+
+def lines(s: dict[str, Any], breakdown: Sequence[str]) -> list[str]:
+    """The table people read: one row per setting, then the breakdowns the suite's published tables use."""
+    out = [f"{s['suite']['title']}: {s['items']} item(s){'' if s['complete'] else ' (STOPPED EARLY: partial)'}; "
+           f"engine {s['engine']['kind']} ({s['engine'].get('model', '')})"]
+    width = max([len(n) for n in s["variants"]] + [7])
+    out.append(f"{'setting':<{width}}  {'accuracy [95% interval]':<34}  {'s/step median':>13}  {'p90':>7}  "
+               f"{'tokens in/out':>13}")
+    for name, v in s["variants"].items():
+        o = v["overall"]
+        acc = (f"{100 * o['accuracy']:.1f}% [{100 * o['ci95'][0]:.1f}–{100 * o['ci95'][1]:.1f}] "
+               f"({o['hits']}/{o['n']})")
+        t = v["tokens_per_item"]
+        out.append(f"{name or 'default':<{width}}  {acc:<34}  {v['seconds_per_item']['median']:>13.3f}  "
+                   f"{v['seconds_per_item']['p90']:>7.3f}  {t['evaluated']:>6.0f}/{t['generated']:<6.0f}")
+    if "difference" in s:
+        d = s["difference"]
+        out.append(f"difference ({d['second_minus_first']}): {100 * d['difference']:+.1f} points "
+                   f"[{100 * d['ci95'][0]:+.1f} to {100 * d['ci95'][1]:+.1f}], paired over {d['n']} item(s)")
+    for key in breakdown:
+        for name, v in s["variants"].items():
+            groups = v["by"].get(key, {})
+            if groups:
+                parts = ", ".join(f"{g} {100 * r['accuracy']:.1f}% ({r['hits']}/{r['n']})" for g, r in groups.items())
+                out.append(f"  by {key}{f' [{name}]' if name else ''}: {parts}")
+    mem = s.get("memory", {})
+    gpu = mem.get("gpu_peak_bytes")
+    out.append(f"memory: GPU peak {gpu / 2**30:.2f} GiB" if gpu is not None else
+               "memory: GPU peak not measured (no NVIDIA GPU seen)")
+    out[-1] += f", process peak {mem.get('process_peak_bytes', 0) / 2**30:.2f} GiB"
+    note = chance_note(s)
+    if note:
+        out.append(f"note: {note}")
+    return out
+
+
+def markdown(s: dict[str, Any], breakdown: Sequence[str]) -> str:
+    md = [f"# {s['suite']['title']} — Deskhand {s['deskhand_version']}", ""]
+    md += ["```", *lines(s, breakdown), "```", "", "## What was measured", ""]
+    md.append(f"- suite: {s['suite']['name']} ({s['suite']['source']}, licence {s['suite']['license']}), "
+              f"{s['items']} of {s['suite']['items_in_suite']} item(s), seed {s['seed']}")
+    md.append(f"- call: {s['call']}")
+    e = s["engine"]
+    md.append(f"- engine: {e['kind']}, {e.get('device', '')}, model {e.get('model', '')}")
+    for f in e.get("files", []):
+        md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
+    for name, settings in s["settings"].items():
+        md.append(f"- settings{f' [{name}]' if name else ''}: {json.dumps(settings, ensure_ascii=False)}")
+    md.append(f"- published figures to compare with: {s['suite']['published']}")
+    note = chance_note(s)
+    if note:
+        md += ["", f"**{note}**"]
+    return "\n".join(md) + "\n"
+
+
+def write(folder: Path, s: dict[str, Any], breakdown: Sequence[str]) -> None:
+    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    (folder / "summary.md").write_text(markdown(s, breakdown), encoding="utf-8")
