@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"domain"},
     "agent": {"domain", "desktop", "engine"},
     "setup": {"domain", "desktop", "engine"},
-    "cli": {"domain", "desktop", "engine", "agent", "setup"},
+    "cli": {"domain", "desktop", "engine", "agent", "setup", "mcp_server"},
+    "mcp_server": {"domain", "desktop", "engine", "agent", "setup"},
     "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
     "ui": {"domain", "desktop", "engine", "agent", "setup"},
 }
@@ -35,6 +36,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "agent": ("PySide6", "shiboken6"),
     "setup": ("PySide6", "shiboken6"),
     "cli": ("PySide6", "shiboken6"),
+    "mcp_server": ("PySide6", "shiboken6"),
     # a model server needs no llama.cpp build on this machine; reading a GGUF header needs none either
     "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
     "engine/gguf": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
