@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "agent": {"domain", "desktop", "engine"},
     "setup": {"domain", "desktop", "engine"},
     "eval": {"domain", "engine", "setup"},
-    "cli": {"domain", "desktop", "engine", "agent", "setup", "eval"},
+    "mcp_server": {"domain", "desktop", "engine", "agent", "setup"},
+    "cli": {"domain", "desktop", "engine", "agent", "setup", "eval", "mcp_server"},
     "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
     "ui": {"domain", "desktop", "engine", "agent", "setup"},
 }
@@ -37,6 +38,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "setup": ("PySide6", "shiboken6"),
     "eval": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss"),
     "cli": ("PySide6", "shiboken6"),
+    "mcp_server": ("PySide6", "shiboken6"),
     # a model server needs no llama.cpp build on this machine; reading a GGUF header needs none either
     "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
     "engine/gguf": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),

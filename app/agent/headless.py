@@ -65,8 +65,10 @@ class Decider:
     """The run's event sink: records each event in the trajectory, reports progress, answers the gate."""
 
     def __init__(self, cfg: HeadlessConfig, gate: DecisionGate, token: CancelToken,
-                 trajectory: Trajectory | None, echo: Callable[[str], None]) -> None:
+                 trajectory: Trajectory | None, echo: Callable[[str], None],
+                 observe: Callable[[ev.Event], None] | None = None) -> None:
         self.cfg, self.gate, self.token, self.trajectory, self.echo = cfg, gate, token, trajectory, echo
+        self.observe = observe
         self.refused_in_a_row = 0
         self.needs_person = False
         self.finished: ev.RunFinished | None = None
@@ -98,6 +100,8 @@ class Decider:
             self.echo(e.message)
         elif isinstance(e, ev.RunFinished):
             self.finished = e
+        if self.observe is not None:  # after the gate was answered: an observer cannot hold the run up
+            self.observe(e)
 
     def _decide(self, e: ev.StepProposed) -> None:
         if isinstance(e.action, AskUser):
@@ -134,8 +138,10 @@ def _folder(root: Path, run_id: int) -> Path:
 
 def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
                  token: CancelToken, echo: Callable[[str], None] = lambda _: None,
-                 executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None) -> HeadlessResult:
-    """Run `task` to its end on this thread; everything opened here is closed before returning."""
+                 executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None,
+                 observe: Callable[[ev.Event], None] | None = None) -> HeadlessResult:
+    """Run `task` to its end on this thread; everything opened here is closed before returning. `observe` sees
+    every event of the run (after it was recorded), e.g. to report progress elsewhere."""
     recorder = Recorder(paths.database, paths.runs)
     meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
     run_id = recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model, meta,
@@ -143,7 +149,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
     trajectory: Trajectory | None = None
     gate = DecisionGate()
-    decider = Decider(cfg, gate, token, None, echo)
+    decider = Decider(cfg, gate, token, None, echo, observe)
     capturer: Capturer | None = None
     executor: Executor | None = None
     stops: Any = None

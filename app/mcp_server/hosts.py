@@ -1,0 +1,81 @@
+"""Configuration snippets for the common MCP hosts (from their own documentation), and writing one with a backup.
+
+Claude Code: `claude mcp add deskhand -- deskhand mcp`, or a project's .mcp.json {"mcpServers": {…}}.
+Codex: ~/.codex/config.toml, a [mcp_servers.deskhand] table with command and args.
+Cursor: ~/.cursor/mcp.json {"mcpServers": {…}}.
+OpenCode: opencode.json {"mcp": {"deskhand": {"type": "local", "command": […]}}}."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.domain.errors import DeskhandError
+
+SERVER = "deskhand"
+COMMAND = ["deskhand", "mcp"]
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    host: str
+    file: Path
+    text: str  # the snippet as the host's file holds it
+    command_line: str  # the one-liner where the host has one
+
+
+def _json_servers(key: str, entry: dict[str, Any]) -> str:
+    return json.dumps({key: {SERVER: entry}}, indent=2)
+
+
+def config_for(host: str, home: Path | None = None, project: Path | None = None) -> HostConfig:
+    home = home or Path.home()
+    project = project or Path.cwd()
+    stdio = {"command": COMMAND[0], "args": COMMAND[1:]}
+    if host == "claude-code":
+        return HostConfig(host, project / ".mcp.json", _json_servers("mcpServers", stdio),
+                          f"claude mcp add {SERVER} -- {' '.join(COMMAND)}")
+    if host == "codex":
+        text = f'[mcp_servers.{SERVER}]\ncommand = "{COMMAND[0]}"\nargs = {json.dumps(COMMAND[1:])}\n'
+        return HostConfig(host, home / ".codex" / "config.toml", text,
+                          f"codex mcp add {SERVER} -- {' '.join(COMMAND)}")
+    if host == "cursor":
+        return HostConfig(host, home / ".cursor" / "mcp.json", _json_servers("mcpServers", stdio), "")
+    if host == "opencode":
+        return HostConfig(host, project / "opencode.json",
+                          _json_servers("mcp", {"type": "local", "command": COMMAND, "enabled": True}), "")
+    raise DeskhandError(f"Deskhand knows no host “{host}”.", f"Choose one of {', '.join(HOSTS)}.")
+
+
+HOSTS = ("claude-code", "codex", "cursor", "opencode")
+
+
+def write_config(cfg: HostConfig) -> Path | None:
+    """Merges the snippet into the host's file; the file as it was is kept next to it first. The backup's path."""
+    backup: Path | None = None
+    old = cfg.file.read_text(encoding="utf-8") if cfg.file.exists() else ""
+    if cfg.file.exists():
+        backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        shutil.copy2(cfg.file, backup)
+    if cfg.file.suffix == ".toml":
+        if f"[mcp_servers.{SERVER}]" in old:
+            raise DeskhandError(f"{cfg.file} already has a [mcp_servers.{SERVER}] table.",
+                                "Edit it by hand, or remove it and run this again.")
+        new = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + cfg.text
+    else:
+        try:
+            data = json.loads(old) if old.strip() else {}
+        except ValueError as exc:
+            raise DeskhandError(f"{cfg.file} is not valid JSON ({exc}), so Deskhand leaves it alone.",
+                                "Fix it or add the snippet by hand.") from None
+        snippet = json.loads(cfg.text)
+        (key, entries), = snippet.items()
+        data.setdefault(key, {}).update(entries)
+        new = json.dumps(data, indent=2) + "\n"
+    cfg.file.parent.mkdir(parents=True, exist_ok=True)
+    cfg.file.write_text(new, encoding="utf-8")
+    return backup

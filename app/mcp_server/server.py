@@ -1,0 +1,194 @@
+"""The MCP server: the lowlevel SDK server with Deskhand's six tools, each call checked against the host's consent
+first. Errors the host can fix (bad arguments, an unknown tool, a run already going, no model set up, no consent)
+are JSON-RPC errors whose message says what to do; the server keeps serving after each.
+
+Protocol: JSON-RPC 2.0 with the `initialize` handshake, up to revision 2025-11-25 (PROTOCOL_VERSION; the SDK
+also negotiates the older revisions a host may ask for)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import math
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+import app
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError
+from app.domain.paths import Paths
+from app.mcp_server import desk, tools
+from app.mcp_server.consent import ConsentStore, not_allowed_message
+
+log = logging.getLogger("deskhand.mcp")
+PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
+NOT_ALLOWED = -32003  # an application error code: the person has not allowed this host (or this tool)
+CANNOT = -32004  # the request is well formed but Deskhand cannot do it now (busy, no model, no display)
+INSTRUCTIONS = ("Deskhand operates this computer's desktop with a local vision-language model, one step at a "
+                "time, and asks the person at the desk before any risky step. Use run_task for a whole task; "
+                "the person must first allow this host (`deskhand mcp allow HOST`).")
+
+
+def host_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return (info.name if info is not None and info.name else "") or "unnamed host"
+
+
+def _error(code: int, exc: DeskhandError | str) -> MCPError:
+    return MCPError(code=code, message=str(exc))
+
+
+def _text(text: str, structured: dict[str, Any] | None = None) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+
+
+class DeskhandServer:
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self.consent = ConsentStore(paths.config)
+        self.desk = desk.Desk(paths)
+        self.server: Server[Any] = Server("deskhand", version=app.__version__, title="Deskhand",
+                                          instructions=INSTRUCTIONS, on_list_tools=self.list_tools,
+                                          on_call_tool=self.call_tool)
+
+    async def list_tools(self, ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(tools.TOOLS))
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        if name not in tools.NAMES:
+            raise MCPError(code=types.METHOD_NOT_FOUND,
+                           message=f"Deskhand has no tool “{name}”; its tools are {', '.join(tools.NAMES)} "
+                                   "(tools/list describes them).")
+        try:
+            args = tools.check_arguments(name, params.arguments)
+        except tools.BadArguments as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        host = host_of(ctx)
+        if not self.consent.allows(host, name):  # before anything, a screenshot least of all
+            log.info("refused %s from %r: not allowed", name, host)
+            raise _error(NOT_ALLOWED, not_allowed_message(host, name, self.consent.grant(host)))
+        try:
+            result: types.CallToolResult = await getattr(self, f"tool_{name}")(ctx, args)
+            return result
+        except DeskhandError as exc:
+            raise _error(CANNOT, exc) from None
+
+    async def tool_screenshot(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        png, geometry = await anyio.to_thread.run_sync(desk.screenshot_png, args.get("monitor"))
+        # image and text only: some hosts drop the image when structured content comes with it
+        return types.CallToolResult(content=[
+            types.ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"),
+            types.TextContent(type="text", text=json.dumps(geometry, ensure_ascii=False))])
+
+    async def tool_propose(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        token = CancelToken()
+        try:
+            out = await anyio.to_thread.run_sync(desk.propose, args["task"], self.paths, token)
+        finally:
+            token.cancel("the host cancelled")
+        return _text(f"Deskhand's model proposes: {out['description']} (not done)", out)
+
+    async def tool_status(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        s = await anyio.to_thread.run_sync(self.desk.status)
+        text = (f"Running run {s['run_id']}: “{s['task']}”, {s['steps_done']} step(s) done; {s['last']}"
+                if s["running"] else "No task is running.")
+        text += " The Deskhand app is open." if s["app_running"] else ""
+        text += "" if s["model_set_up"] else " No model is set up yet."
+        return _text(text, s)
+
+    async def tool_stop(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        return _text(await anyio.to_thread.run_sync(self.desk.stop))
+
+    async def tool_run(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        text, images = await anyio.to_thread.run_sync(desk.run_record, self.paths, args["run_id"],
+                                                      bool(args.get("screenshots")))
+        content: list[Any] = [types.TextContent(type="text", text=text)]
+        content += [types.ImageContent(type="image", data=base64.b64encode(i).decode("ascii"),
+                                       mime_type="image/png") for i in images]
+        return types.CallToolResult(content=content)
+
+    async def tool_run_task(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
+        send, receive = anyio.create_memory_object_stream[desk.Progress | None](math.inf)
+        loop = anyio.lowlevel.current_token()
+
+        def report(p: desk.Progress | None) -> None:  # on the run's thread
+            # the request may be gone (cancelled, the host left): the run then goes on reporting nothing
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(send.send_nowait, p, token=loop)
+
+        run = await anyio.to_thread.run_sync(self.desk.start, args["task"], args.get("max_steps"),
+                                             args.get("auto_approve", "safe"), report)
+        done = anyio.Event()
+
+        async def watch() -> None:
+            await anyio.to_thread.run_sync(run.finished.wait, abandon_on_cancel=True)
+            done.set()
+            send.close()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                async with receive:
+                    async for p in receive:
+                        if p is not None:
+                            await ctx.session.report_progress(p.step, None, p.message)
+                await done.wait()
+        except anyio.get_cancelled_exc_class():
+            # the host cancelled: stop the run now and wait (shielded) until its keys and buttons are released
+            run.token.cancel(desk.HOST_CANCELLED)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(run.finished.wait)
+            log.info("run %s stopped: %s", run.run_id, desk.HOST_CANCELLED)
+            raise
+        if run.error is not None:
+            raise _error(types.INTERNAL_ERROR,
+                         f"The run failed inside Deskhand: {type(run.error).__name__}: {run.error}")
+        r = run.result
+        out = {"outcome": r.outcome, "answer": r.answer, "message": r.message, "steps": r.steps, "run_id": r.run_id,
+               "needs_person": r.needs_person}
+        text = f"Run {r.run_id} {r.outcome} after {r.steps} step(s): {r.message}"
+        if r.answer:
+            text += f"\nAnswer: {r.answer}"
+        return _text(text, out)
+
+
+async def serve_stdio(paths: Paths) -> None:
+    """One host on stdin/stdout (one JSON message a line); stderr carries the log."""
+    from mcp.server.stdio import stdio_server
+
+    ds = DeskhandServer(paths)
+    async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+        checked_send, checked = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        tg.start_soon(answer_unreadable, read, checked_send, write)
+        await ds.server.run(checked, write, ds.server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def answer_unreadable(read: Any, forward: Any, write: Any) -> None:
+    """A line that is not JSON-RPC gets the spec's answer (a parse error, id null) instead of silence; every
+    other message goes on to the server."""
+    async with forward:
+        async for item in read:
+            if isinstance(item, Exception):
+                log.info("answered an unreadable message with a parse error (%s)", type(item).__name__)
+                await write.send(SessionMessage(message=types.JSONRPCError(jsonrpc="2.0", id=None, error=(
+                    types.ErrorData(code=types.PARSE_ERROR, message="Deskhand could not read that message: "
+                                    "send one JSON-RPC 2.0 object per line (UTF-8, no line breaks inside).")))))
+            else:
+                await forward.send(item)
