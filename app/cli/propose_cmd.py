@@ -12,6 +12,7 @@ from app.cli.model_args import add_model_arguments, engine_config
 from app.domain.actions import target_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ProposalError
+from app.domain.proposal import check_task_length
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,6 +35,11 @@ def _pixels(point_x: float, point_y: float, w: int, h: int, scale: int) -> list[
 def run(args: argparse.Namespace) -> int:
     from app.engine.llama.engine import LocalEngine
 
+    try:
+        check_task_length(args.task)  # before the model loads: it would not be shown the task whole
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
     token = CancelToken()
     engine = LocalEngine(engine_config(args))
     try:
