@@ -27,6 +27,7 @@ from app.agent.trajectory import RecordingEngine, Trajectory
 from app.agent.worker import run_config
 from app.desktop.capture import Capturer
 from app.desktop.executor import Executor
+from app.desktop.held_input import HELD_FILE
 from app.domain import events as ev
 from app.domain.actions import AskUser
 from app.domain.cancel import CancelToken
@@ -115,16 +116,17 @@ class Decider:
                 f"{e.reason} Choose a step that needs no approval, or answer.")))
 
 
-def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer
+def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer, held: Path
               ) -> tuple[Executor, Any]:
     from app.desktop.executor import pynput_executor
 
+    # `held`: a run killed mid-keystroke leaves a note there, and the next start (any kind) releases the key
     if not cfg.person_may_be_present:
-        return pynput_executor(), None
+        return pynput_executor(held_file=held), None
     from app.desktop.stops import Stops, StopsConfig
 
     stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
-    return pynput_executor(guard=stops), stops
+    return pynput_executor(guard=stops, held_file=held), stops
 
 
 def _folder(root: Path, run_id: int) -> Path:
@@ -164,7 +166,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         if executor_factory is not None:
             executor = executor_factory(token, capturer)
         else:
-            executor, stops = _executor(cfg, settings, token, capturer)
+            executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
         finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
                             decider, gate, token)
         outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps
