@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history_recovery import open_recorder
+from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import run_task, stopped_message
 from app.agent.recorder import Recorder
 from app.agent.trajectory import RecordingEngine, Trajectory
@@ -131,17 +134,38 @@ def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, captu
 
 def _folder(root: Path, run_id: int) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return root / f"run-{run_id}-{stamp}"
+    return root / (f"run-{run_id}-{stamp}" if run_id else f"run-unrecorded-{stamp}-{os.getpid()}")
+
+
+def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Paths, owner: str,
+                  echo: Callable[[str], None]) -> tuple[Recorder | None, int]:
+    """The recorder and this run's id, as the app opens them (a damaged history kept aside, a lock waited for);
+    (None, 0) when the history cannot take the run: it goes on, with its trajectory, and says so."""
+    recorder, notices = open_recorder(paths.database, paths.runs, owner=owner)
+    for text in notices:
+        echo(f"warning: {text}")
+    if recorder is None:
+        return None, 0
+    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
+    try:
+        if n := recorder.mark_interrupted(lambda other: owner_alive(paths.data, other)):
+            echo(f"{n} earlier run{'s were' if n > 1 else ' was'} cut short (closed or killed); the history lists "
+                 f"{'them' if n > 1 else 'it'} as interrupted.")
+        return recorder, recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model,
+                                            meta, settings.private_mode)
+    except DeskhandError as exc:
+        echo(f"warning: this run is not recorded in the history: {exc}")
+        with contextlib.suppress(Exception):
+            recorder.close()
+        return None, 0
 
 
 def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
                  token: CancelToken, echo: Callable[[str], None] = lambda _: None,
                  executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None) -> HeadlessResult:
     """Run `task` to its end on this thread; everything opened here is closed before returning."""
-    recorder = Recorder(paths.database, paths.runs)
-    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
-    run_id = recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model, meta,
-                                settings.private_mode)
+    live = LiveProcess(paths.data, "headless")
+    recorder, run_id = _open_history(task, settings, cfg, paths, live.name, echo)
     folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
     trajectory: Trajectory | None = None
     gate = DecisionGate()
@@ -185,10 +209,13 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
             if stop is not None:
                 with contextlib.suppress(Exception):
                     stop()
-        if decider.finished is None:  # the loop did not record the end (it never started)
-            with contextlib.suppress(DeskhandError):
-                recorder.finish_run(run_id, outcome, answer, message)
-        recorder.close()
+        if recorder is not None:
+            if decider.finished is None:  # the loop did not record the end (it never started)
+                with contextlib.suppress(DeskhandError):
+                    recorder.finish_run(run_id, outcome, answer, message)
+            with contextlib.suppress(Exception):
+                recorder.close()
+        live.close()
         if trajectory is not None:
             trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)
     return HeadlessResult(run_id, outcome, message, answer, steps, folder if trajectory is not None else None,
