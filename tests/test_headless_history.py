@@ -76,11 +76,17 @@ def thinking():
         t.go.set()
 
 
-def test_a_plain_headless_run_is_recorded(desktop, tmp_path):
+def test_a_trajectory_is_for_this_user_only(desktop, tmp_path):
+    """Item 6: the task (an IBAN, say) and the screenshots in a trajectory, --out DIR included: 0700 and 0600."""
     with FakeVLLM(answer=ANSWER) as server:
-        status, _, err = _finish(_start(desktop, tmp_path / "home", server, tmp_path))
+        status, result, err = _finish(_start(desktop, tmp_path / "home", server, tmp_path))
     assert status == 0, err
     assert _runs(tmp_path / "home")[0]["status"] == "answered"
+    folder = Path(result["trajectory"])
+    assert folder.parent == tmp_path / "out" and folder.stat().st_mode & 0o777 == 0o700
+    files = list(folder.iterdir())
+    assert {f.suffix for f in files} == {".jsonl", ".png"}
+    assert {f.name: f.stat().st_mode & 0o777 for f in files} == {f.name: 0o600 for f in files}
 
 
 def _damaged(db: Path) -> None:
@@ -211,3 +217,77 @@ def test_deskhand_stop_reaches_a_headless_run(desktop, tmp_path, thinking):
             proc.send_signal(signal.SIGKILL)
     assert status == 128 + signal.SIGTERM, err
     assert result["outcome"] == "stopped" and _runs(home)[0]["status"] == "stopped"
+
+
+# ------------------------------------------------------------------ item 4: a full disk in a headless run
+
+WAIT = '{"note": null, "thought": "Let it load.", "tool_call": {"tool_name": "wait", "seconds": 0}}'
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real file system of 16 MiB (tmpfs) that the test fills and frees: ENOSPC as a full disk gives it."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mnt)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_mid_run_loses_no_step_and_the_run_ends_recorded(desktop, tmp_path, small_disk):
+    """The disk fills before step 2's answer and is freed at step 4's: the run goes on with notices, then every
+    step and the end reach both the database and the trajectory."""
+    home, out = small_disk / "home", small_disk / "out"
+    asked = {"n": 0}
+    filler: list[Path] = []
+
+    def reply(body: dict) -> tuple[int, object, dict]:
+        asked["n"] += 1
+        if asked["n"] == 2:
+            filler.append(_fill(small_disk))
+        if asked["n"] == 4:
+            filler[0].unlink()
+        return 200, server.chunks(WAIT), {}
+
+    server = FakeVLLM(answer=WAIT, replies=[reply] * 4)
+    with server:
+        env = desktop.env(DESKHAND_HOME=str(home), DESKHAND_API_KEY="")
+        proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--json", "--engine", server.url, "--task",
+                                 "Wait for it", "--profile", str(tool_profile(tmp_path, ("wait",))), "--max-steps",
+                                 "4", "--auto-approve", "safe", "--display", desktop.display, "--out", str(out)],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        status, result, err = _finish(proc)
+    assert asked["n"] == 4, err
+    assert status == 3 and result["outcome"] == "step_limit", err  # 3: the step limit
+    assert "Traceback" not in err and "the disk is full" in err, err
+    con = connect(default_paths(home).database)
+    try:
+        run = list_runs(con)[0]
+        steps = [dict(r) for r in con.execute("SELECT step, screenshot, error FROM steps ORDER BY step")]
+    finally:
+        con.close()
+    assert run["status"] == "step_limit"  # the end is saved
+    assert [s["step"] for s in steps] == [1, 2, 3, 4]  # no step dropped
+    assert steps[0]["screenshot"] and "disk" in steps[1]["error"] and steps[1]["screenshot"] is None
+    lines = _trajectory_lines(result)
+    assert [x["step"] for x in lines if x["type"] == "step"] == [1, 2, 3, 4]
+    assert lines[-1]["type"] == "end" and lines[-1]["outcome"] == "step_limit"
+    folder = Path(result["trajectory"])
+    assert not list(folder.glob("*.tmp"))  # no partial file left behind

@@ -177,7 +177,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     try:
         trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,
                                          "auto_approve": cfg.approve, "host": platform.node(),
-                                         "database": str(paths.database)}, private=settings.private_mode)
+                                         "database": str(paths.database)}, private=settings.private_mode,
+                                problem=lambda text: echo(f"warning: {text}"))
         decider.trajectory = trajectory
         info = engine.load(lambda f, what: echo(f"{what} ({f:.0%})") if f >= 1 else None, token)
         echo(f"Model: {info.name} on {info.device}")
