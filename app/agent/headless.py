@@ -26,6 +26,7 @@ from app.agent.history_recovery import open_recorder
 from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import run_task, stopped_message
 from app.agent.recorder import Recorder
+from app.agent.run_memory import without_secrets
 from app.agent.trajectory import RecordingEngine, Trajectory
 from app.agent.worker import run_config
 from app.desktop.capture import Capturer
@@ -70,10 +71,15 @@ class Decider:
 
     def __init__(self, cfg: HeadlessConfig, gate: DecisionGate, token: CancelToken,
                  trajectory: Trajectory | None, echo: Callable[[str], None]) -> None:
-        self.cfg, self.gate, self.token, self.trajectory, self.echo = cfg, gate, token, trajectory, echo
+        self.cfg, self.gate, self.token, self.trajectory = cfg, gate, token, trajectory
+        self.secrets: set[str] = set()  # typed into password-like fields: redacted on stderr as in the records
+        self._echo = echo
         self.refused_in_a_row = 0
         self.needs_person = False
         self.finished: ev.RunFinished | None = None
+
+    def echo(self, text: str) -> None:
+        self._echo(without_secrets(text, self.secrets))
 
     def _resolve(self, step: int, decision: Decision) -> None:
         if self.trajectory is not None:
@@ -88,6 +94,8 @@ class Decider:
     def __call__(self, e: ev.Event) -> None:
         if self.trajectory is not None:
             self.trajectory.on_event(e)
+        if isinstance(e, ev.SecretNoted):
+            self.secrets.update(e.texts)
         if isinstance(e, ev.StepProposed):
             self.echo(f"step {e.step}: {e.description}" + ("" if e.needs_decision else " (auto-approved)"))
             if e.needs_decision:
@@ -219,5 +227,6 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         live.close()
         if trajectory is not None:
             trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)
-    return HeadlessResult(run_id, outcome, message, answer, steps, folder if trajectory is not None else None,
-                          decider.needs_person)
+    return HeadlessResult(run_id, outcome, without_secrets(message, decider.secrets),
+                          without_secrets(answer, decider.secrets), steps,
+                          folder if trajectory is not None else None, decider.needs_person)

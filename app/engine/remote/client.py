@@ -25,8 +25,8 @@ from typing import Any, TypeVar, cast
 import httpx
 
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled
-from app.engine.remote.endpoint import Endpoint
+from app.domain.errors import Cancelled, DeskhandError
+from app.engine.remote.endpoint import Endpoint, clean_api_key
 from app.engine.remote.errors import RemoteError, RemoteUnavailable, error_message, status_error, transport_error
 
 T = TypeVar("T")
@@ -59,9 +59,20 @@ def tls_context() -> ssl.SSLContext:
     """The system's and certifi's CAs; SSL_CERT_FILE adds a private CA (a server of one's own)."""
     import certifi
 
-    ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+    cafile = os.environ.get("SSL_CERT_FILE")
+    try:
+        ctx = ssl.create_default_context(cafile=cafile or certifi.where())
+    except (OSError, ssl.SSLError) as exc:
+        raise DeskhandError(f"The certificates named by SSL_CERT_FILE ({cafile}) cannot be read: "
+                            f"{getattr(exc, 'strerror', None) or exc}.",
+                            "Point SSL_CERT_FILE at a PEM file of CA certificates, or unset it.") from None
     if os.environ.get("SSL_CERT_DIR"):
-        ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        try:
+            ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        except (OSError, ssl.SSLError) as exc:
+            raise DeskhandError(f"The certificate folder SSL_CERT_DIR ({os.environ['SSL_CERT_DIR']}) cannot be "
+                                f"read: {getattr(exc, 'strerror', None) or exc}.",
+                                "Point SSL_CERT_DIR at a folder of CA certificates, or unset it.") from None
     return ctx
 
 
@@ -75,7 +86,7 @@ class ServerClient:
     """One server, one thread: every method blocks the caller until done, cancelled by `token`."""
 
     def __init__(self, endpoint: Endpoint, api_key: str = "", options: ClientOptions | None = None) -> None:
-        self.endpoint, self.api_key = endpoint, api_key.strip()
+        self.endpoint, self.api_key = endpoint, clean_api_key(api_key)
         self.options = options or ClientOptions()
         self._loop = asyncio.new_event_loop()
         o = self.options
