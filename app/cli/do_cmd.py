@@ -12,6 +12,7 @@ from typing import Any
 
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
+from app.cli.terminal_text import json_text, terminal_safe
 from app.desktop.backend import open_executor, open_stops, stop_ways
 from app.desktop.capture import Capturer, Screenshot, StaleTargetError
 from app.desktop.executor import DryRunExecutor, Executor, Outcome
@@ -110,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
             description = action.describe(shot.locator())
             verdict = decide(action, PolicyConfig(), (), shot.target_window(action))
             if verdict.kind == "refuse":
-                print(f"deskhand: refused: {description}. {verdict.reason}", file=sys.stderr)
+                print(terminal_safe(f"deskhand: refused: {description}. {verdict.reason}"), file=sys.stderr)
                 return 1
             if verdict.risky:
                 print(f"deskhand: warning: {verdict.reason}", file=sys.stderr)
             if args.dry_run:  # nothing will be done, so there is nothing to agree to
-                print(f"Dry run: {description}.", file=sys.stderr)
+                print(terminal_safe(f"Dry run: {description}."), file=sys.stderr)
             elif not args.yes:
-                if not _confirm(f"{description}. Do it? [y/N]"):
+                if not _confirm(terminal_safe(f"{description}. Do it? [y/N]")):
                     print("Nothing was done.", file=sys.stderr)
                     return 1
                 capturer.ensure_unchanged(shot, action)  # the screen had time to change while we asked
@@ -138,5 +139,5 @@ def run(args: argparse.Namespace) -> int:
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(outcome.as_json(), ensure_ascii=False, indent=2))
+    print(json_text(outcome.as_json(), indent=2))
     return 0

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.terminal_text import json_text, terminal_safe
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, UnicodeEncodeError):
-        print(f"deskhand: {text}", file=sys.stderr, flush=True)
+        print(f"deskhand: {terminal_safe(text)}", file=sys.stderr, flush=True)  # model text in it
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -174,10 +174,10 @@ def run(args: argparse.Namespace) -> int:
     if result.trajectory is not None:
         _say(f"trajectory: {result.trajectory}")
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
+        print(json_text({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
                           "answer": result.answer, "steps": result.steps, "needs_person": result.needs_person,
                           "trajectory": str(result.trajectory) if result.trajectory else None,
-                          "display": display, "exit_status": status}, ensure_ascii=False))
+                          "display": display, "exit_status": status}))
     elif result.outcome == "answered":
-        print(result.answer)
+        print(terminal_safe(result.answer))
     return status
