@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             call = json.loads(args.action)
+        except RecursionError:
+            raise DeskhandError("ACTION_JSON is nested too deeply to be an action.",
+                                'Give one flat object, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from None
         except json.JSONDecodeError as exc:
             raise DeskhandError(f"ACTION_JSON is not valid JSON: {exc}",
                                 'Quote it for the shell, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from exc

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.arg_types import step_count, tile_count
 from app.cli.terminal_text import json_text, terminal_safe
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
@@ -46,13 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     engine.add_argument("--model", metavar="TEXT.gguf", help="use the embedded engine with this text model")
     engine.add_argument("--mmproj", metavar="MMPROJ.gguf", help="… and this vision projector")
     engine.add_argument("--profile", help="model profile name or JSON file")
-    engine.add_argument("--max-tiles", type=int, help="tile budget per screenshot (1..12)")
+    engine.add_argument("--max-tiles", type=tile_count, help="tile budget per screenshot (1..12)")
     p.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
                    help="safe (default): risky steps are refused and the model told why; all: every step is "
                         "approved (only on a virtual display)")
     p.add_argument("--allow-real-display", action="store_true",
                    help="let --auto-approve all act on a display that is not known to be virtual (with a warning)")
-    p.add_argument("--max-steps", type=int, metavar="N", help="the step limit (default: Settings, 40)")
+    p.add_argument("--max-steps", type=step_count, metavar="N", help="the step limit, 1..1000 (default: "
+                   "Settings, 40)")
     p.add_argument("--out", metavar="DIR", help="where the run's trajectory folder goes (default: <data>/trajectories)")
     p.add_argument("--display", metavar=":N", help="the X display to act on (default: $DISPLAY)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
@@ -155,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=args.max_steps or settings.step_limit,
+        steps = args.max_steps if args.max_steps is not None else settings.step_limit
+        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
                              display=display)
         result = run_headless(args.task, settings, engine, default_paths().ensure(), cfg, token, _say)
