@@ -1,0 +1,78 @@
+"""Issue 25, item 12: tests for one-line bugs a mutation audit planted and no test caught. Real SQLite files,
+the real redaction and the real consent rule."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+
+import pytest
+
+from app.agent import history_recovery
+from app.agent.history_recovery import open_recorder
+from app.agent.recorder import connect
+from app.agent.run_memory import REDACTED, without_secrets
+from app.domain.errors import DeskhandError
+from app.domain.settings import Settings
+from app.setup.engines import check_screenshots_may_leave
+
+
+@pytest.mark.parametrize("secret", ['pa"ss\\wörd', "ünïcødé-Geheimnis", "tab\tand\nline"])
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_a_typed_secret_is_redacted_in_its_json_escaped_form_inside_the_raw_answer(secret, ascii_only):
+    raw = json.dumps({"note": None, "thought": "Sign in.", "tool_call": {"tool_name": "write", "content": secret}},
+                     ensure_ascii=ascii_only)
+    assert secret not in raw or not ascii_only or secret.isascii()  # the raw answer holds it escaped
+    cleaned = without_secrets(raw, {secret})
+    assert json.loads(cleaned)["tool_call"]["content"] == REDACTED, cleaned
+
+
+def test_a_damaged_history_is_moved_aside_with_its_wal_and_shm_files(tmp_path):
+    db = tmp_path / "runs.sqlite3"
+    db.write_bytes(b"not a database" * 500)
+    for suffix, data in (("-wal", b"wal bytes"), ("-shm", b"shm bytes")):
+        (tmp_path / f"runs.sqlite3{suffix}").write_bytes(data)
+    recorder, notices = open_recorder(db, tmp_path / "runs")
+    assert recorder is not None and any("damaged" in n for n in notices), notices
+    recorder.close()
+    kept = sorted(p.name for p in tmp_path.glob("runs.corrupt-*"))
+    assert [k.rsplit(".sqlite3", 1)[1] for k in kept] == ["", "-shm", "-wal"], kept
+    assert (tmp_path / kept[2]).read_bytes() == b"wal bytes"  # the old log went with its database
+
+
+def test_a_history_locked_at_start_up_is_waited_for(tmp_path, monkeypatch):
+    """The lock is released only once open_recorder has met it and started waiting: a start that does not wait
+    runs without history (the mutation), one that waits records."""
+    db = tmp_path / "runs.sqlite3"
+    connect(db).close()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    waiting = threading.Event()
+    real_sleep = history_recovery.time.sleep
+
+    def noted_sleep(seconds: float) -> None:
+        waiting.set()
+        real_sleep(seconds)
+
+    monkeypatch.setattr(history_recovery.time, "sleep", noted_sleep)
+    releaser = threading.Thread(target=lambda: (waiting.wait(600), holder.rollback(), holder.close()))
+    releaser.start()
+    try:
+        recorder, notices = open_recorder(db, tmp_path / "runs", lock_wait_s=600)
+    finally:
+        waiting.set()
+        releaser.join()
+    assert recorder is not None and notices == [], notices
+    recorder.close()
+
+
+def test_the_consent_question_comes_back_when_the_server_moves_to_a_new_host():
+    confirmed = Settings(engine="remote", engine_url="https://gpu-a.example:8000/v1",
+                         engine_confirmed_host="gpu-a.example")
+    check_screenshots_may_leave(confirmed)  # the host agreed to
+    moved = confirmed.replace(engine_url="https://gpu-b.example:8000/v1")
+    with pytest.raises(DeskhandError, match=r"gpu-b\.example, which you have not confirmed"):
+        check_screenshots_may_leave(moved)
+    check_screenshots_may_leave(moved.replace(engine_url="http://127.0.0.1:8000/v1"))  # this computer: no question
