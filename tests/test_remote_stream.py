@@ -101,3 +101,18 @@ def test_a_stream_cut_before_any_text_is_retried():
         result, text = _chat(server)
         assert len(server.chats) == 2
     assert text == result.content == "the whole answer" and result.finish_reason == "stop"
+
+
+def test_the_status_bar_names_the_model_server_not_the_cpu(tmp_path):
+    """Item 9: with a remote engine the status bar said "On the CPU (slow)"."""
+    from app.engine.remote.engine import RemoteEngine, RemoteEngineConfig
+    from app.ui.run.view import device_words
+    from tests.remote_helpers import tool_profile
+
+    with FakeVLLM() as server:
+        engine = RemoteEngine(RemoteEngineConfig(server.url, profile=str(tool_profile(tmp_path, ("click",)))))
+        try:
+            info = engine.load(None, CancelToken())
+        finally:
+            engine.close()
+    assert device_words(info.device, info.gpu_offload) == "On 127.0.0.1 (vLLM 0.34.0)", info.device
