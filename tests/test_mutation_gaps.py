@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import threading
 
 import pytest
@@ -76,3 +77,49 @@ def test_the_consent_question_comes_back_when_the_server_moves_to_a_new_host():
     with pytest.raises(DeskhandError, match=r"gpu-b\.example, which you have not confirmed"):
         check_screenshots_may_leave(moved)
     check_screenshots_may_leave(moved.replace(engine_url="http://127.0.0.1:8000/v1"))  # this computer: no question
+
+
+@pytest.mark.parametrize("right", ["mean", "std"])
+def test_the_projector_normalisation_is_fixed_when_only_one_of_mean_and_std_is_right(model_factory, tmp_path,
+                                                                                   right):
+    from app.engine.gguf.header import read_gguf
+    from app.setup.convert.finish import fix_normalisation
+    from tests.fixtures import gguf_models as gm
+
+    mmproj = model_factory.mmproj(tmp_path, image_mean=gm.CLIP_MEAN if right == "mean" else gm.IMAGENET_MEAN,
+                                  image_std=gm.CLIP_STD if right == "std" else gm.IMAGENET_STD)
+    assert fix_normalisation(mmproj, gm.CLIP_MEAN, gm.CLIP_STD) != ""
+    info = read_gguf(mmproj, "mmproj")
+    assert info.get("clip.vision.image_mean") == pytest.approx(gm.CLIP_MEAN)
+    assert info.get("clip.vision.image_std") == pytest.approx(gm.CLIP_STD)
+
+
+def _mount_tmpfs(folder, size: str) -> None:
+    folder.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a file system here: {r.stderr.strip()}")
+
+
+def test_the_conversion_disk_check_adds_up_checkpoint_and_outputs_on_one_disk(tmp_path):
+    """Two real file systems of 2 GiB (tmpfs: nothing is written): 1.2 GiB of checkpoint and 1.2 GiB of outputs
+    fit one on each, not both on one."""
+    from app.setup.convert.plan import DiskNeed, check_disk
+    from app.setup.transfer import NotEnoughSpace
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    _mount_tmpfs(one, "2g")
+    try:
+        _mount_tmpfs(other, "2g")
+        try:
+            for folder in (one / "models", one / "hub", other / "hub"):
+                folder.mkdir()  # two folders of one disk: told apart by the disk, not by the path
+            need = DiskNeed(download=1200 * 2**20, outputs=1200 * 2**20)
+            check_disk(need, one / "models", other / "hub")  # each disk holds its part (with the margin)
+            with pytest.raises(NotEnoughSpace, match=r"2\.[34] GiB"):
+                check_disk(need, one / "models", one / "hub")
+        finally:
+            subprocess.run(["umount", "-l", str(other)], check=False)
+    finally:
+        subprocess.run(["umount", "-l", str(one)], check=False)
