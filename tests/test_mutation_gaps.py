@@ -123,3 +123,30 @@ def test_the_conversion_disk_check_adds_up_checkpoint_and_outputs_on_one_disk(tm
             subprocess.run(["umount", "-l", str(other)], check=False)
     finally:
         subprocess.run(["umount", "-l", str(one)], check=False)
+
+
+def test_file_metadata_and_the_checkpoint_file_list_come_from_the_resolved_commit(tmp_path):
+    """A branch is resolved to its commit once; every later request names that commit, so a push to the branch
+    in the middle cannot mix two versions (the mutation read them from "main")."""
+    import hashlib
+
+    from app.setup.catalog import CatalogFile
+    from app.setup.convert.checkpoint_fetch import list_checkpoint
+    from app.setup.download import Downloader
+    from tests.loopback_hub import LoopbackHub
+
+    repo, data = "Hcompany/Holo-Pinned", b"GGUF" + bytes(4096)
+    with LoopbackHub() as hub:
+        hub.add(repo, "model.gguf", data)
+        hub.add(repo, "config.json", b"{}")
+        commit = hub._srv.repos[repo].commit
+        downloader = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)
+        result = downloader.download(CatalogFile("model.gguf", repo, "main", len(data),
+                                                 hashlib.sha256(data).hexdigest()))
+        remote = list_checkpoint(downloader, repo, "main")
+        paths = [s.path.split("?")[0] for s in hub.seen]
+    assert result.commit == commit and remote.commit == commit
+    resolves = [p for p in paths if "/resolve/" in p]
+    assert resolves and all(f"/resolve/{commit}/" in p for p in resolves), resolves
+    listing = [p for p in paths if p.startswith("/api/models/")][1:]  # after the one that resolves "main"
+    assert listing and all(p.endswith(f"/revision/{commit}") for p in listing), paths
