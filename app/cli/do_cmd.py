@@ -60,14 +60,19 @@ def _confirm(question: str) -> bool:
 
 @contextlib.contextmanager
 def stop_on_signals(token: CancelToken, got: list[int]) -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) stop the action like the panic hotkey: the executor then
-    releases what it holds. Without this, Python dies at once and a dragged button stays down."""
+    """SIGTERM, SIGHUP (a closed terminal) and SIGINT (Ctrl+C) stop the action like the panic hotkey: the
+    executor then releases what it holds. Without this, Python dies at once and a dragged button stays down; and a
+    KeyboardInterrupt raised at any line, in the middle of releasing keys or stopping the listeners, left `do`
+    hung. A second Ctrl+C interrupts at once, for an action that does not stop."""
 
     def handler(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and signum in got:
+            raise KeyboardInterrupt
         got.append(signum)
         token.cancel(f"stopped by {signal.Signals(signum).name}")
 
-    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None), signal.SIGINT)
+              if s is not None]
     previous = {s: signal.signal(s, handler) for s in wanted}
     try:
         yield
