@@ -94,8 +94,8 @@ class FakeVLLM:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 chunks = text if isinstance(text, list) else fake.chunks(text)
-                for chunk in chunks:
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                for chunk in chunks:  # a str is sent as it is: an event no JSON encoder would write
+                    self.wfile.write(f"data: {chunk if isinstance(chunk, str) else json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()

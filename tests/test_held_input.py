@@ -36,7 +36,7 @@ def _start_drag(desktop, home):
 
 
 @pytest.mark.xdisplay
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_mid_drag_releases_the_button(desktop, target, tmp_path, sig):
     proc, _ = _start_drag(desktop, tmp_path / "home")
     proc.send_signal(sig)

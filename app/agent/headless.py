@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -21,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history_recovery import open_recorder
+from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import run_task, stopped_message
 from app.agent.recorder import Recorder
+from app.agent.run_memory import without_secrets
 from app.agent.trajectory import RecordingEngine, Trajectory
 from app.agent.worker import run_config
 from app.desktop.capture import Capturer
 from app.desktop.executor import Executor
+from app.desktop.held_input import HELD_FILE
 from app.domain import events as ev
 from app.domain.actions import AskUser
 from app.domain.cancel import CancelToken
@@ -67,11 +72,16 @@ class Decider:
     def __init__(self, cfg: HeadlessConfig, gate: DecisionGate, token: CancelToken,
                  trajectory: Trajectory | None, echo: Callable[[str], None],
                  observe: Callable[[ev.Event], None] | None = None) -> None:
-        self.cfg, self.gate, self.token, self.trajectory, self.echo = cfg, gate, token, trajectory, echo
+        self.cfg, self.gate, self.token, self.trajectory = cfg, gate, token, trajectory
+        self.secrets: set[str] = set()  # typed into password-like fields: redacted on stderr as in the records
+        self._echo = echo
         self.observe = observe
         self.refused_in_a_row = 0
         self.needs_person = False
         self.finished: ev.RunFinished | None = None
+
+    def echo(self, text: str) -> None:
+        self._echo(without_secrets(text, self.secrets))
 
     def _resolve(self, step: int, decision: Decision) -> None:
         if self.trajectory is not None:
@@ -86,6 +96,8 @@ class Decider:
     def __call__(self, e: ev.Event) -> None:
         if self.trajectory is not None:
             self.trajectory.on_event(e)
+        if isinstance(e, ev.SecretNoted):
+            self.secrets.update(e.texts)
         if isinstance(e, ev.StepProposed):
             self.echo(f"step {e.step}: {e.description}" + ("" if e.needs_decision else " (auto-approved)"))
             if e.needs_decision:
@@ -119,21 +131,45 @@ class Decider:
                 f"{e.reason} Choose a step that needs no approval, or answer.")))
 
 
-def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer
+def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer, held: Path
               ) -> tuple[Executor, Any]:
     from app.desktop.executor import pynput_executor
 
+    # `held`: a run killed mid-keystroke leaves a note there, and the next start (any kind) releases the key
     if not cfg.person_may_be_present:
-        return pynput_executor(), None
+        return pynput_executor(held_file=held), None
     from app.desktop.stops import Stops, StopsConfig
 
     stops = Stops(token, capturer.refresh_layout(), StopsConfig(panic_hotkey=settings.panic_hotkey)).start()
-    return pynput_executor(guard=stops), stops
+    return pynput_executor(guard=stops, held_file=held), stops
 
 
 def _folder(root: Path, run_id: int) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return root / f"run-{run_id}-{stamp}"
+    return root / (f"run-{run_id}-{stamp}" if run_id else f"run-unrecorded-{stamp}-{os.getpid()}")
+
+
+def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Paths, owner: str,
+                  echo: Callable[[str], None]) -> tuple[Recorder | None, int]:
+    """The recorder and this run's id, as the app opens them (a damaged history kept aside, a lock waited for);
+    (None, 0) when the history cannot take the run: it goes on, with its trajectory, and says so."""
+    recorder, notices = open_recorder(paths.database, paths.runs, owner=owner)
+    for text in notices:
+        echo(f"warning: {text}")
+    if recorder is None:
+        return None, 0
+    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
+    try:
+        if n := recorder.mark_interrupted(lambda other: owner_alive(paths.data, other)):
+            echo(f"{n} earlier run{'s were' if n > 1 else ' was'} cut short (closed or killed); the history lists "
+                 f"{'them' if n > 1 else 'it'} as interrupted.")
+        return recorder, recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model,
+                                            meta, settings.private_mode)
+    except DeskhandError as exc:
+        echo(f"warning: this run is not recorded in the history: {exc}")
+        with contextlib.suppress(Exception):
+            recorder.close()
+        return None, 0
 
 
 def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
@@ -142,10 +178,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
                  observe: Callable[[ev.Event], None] | None = None) -> HeadlessResult:
     """Run `task` to its end on this thread; everything opened here is closed before returning. `observe` sees
     every event of the run (after it was recorded), e.g. to report progress elsewhere."""
-    recorder = Recorder(paths.database, paths.runs)
-    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
-    run_id = recorder.start_run(task, settings.engine_model or settings.engine_url or settings.text_model, meta,
-                                settings.private_mode)
+    live = LiveProcess(paths.data, "headless")
+    recorder, run_id = _open_history(task, settings, cfg, paths, live.name, echo)
     folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
     trajectory: Trajectory | None = None
     gate = DecisionGate()
@@ -157,7 +191,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     try:
         trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,
                                          "auto_approve": cfg.approve, "host": platform.node(),
-                                         "database": str(paths.database)}, private=settings.private_mode)
+                                         "database": str(paths.database)}, private=settings.private_mode,
+                                problem=lambda text: echo(f"warning: {text}"))
         decider.trajectory = trajectory
         info = engine.load(lambda f, what: echo(f"{what} ({f:.0%})") if f >= 1 else None, token)
         echo(f"Model: {info.name} on {info.device}")
@@ -170,7 +205,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         if executor_factory is not None:
             executor = executor_factory(token, capturer)
         else:
-            executor, stops = _executor(cfg, settings, token, capturer)
+            executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
         finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
                             decider, gate, token)
         outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps
@@ -189,11 +224,15 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
             if stop is not None:
                 with contextlib.suppress(Exception):
                     stop()
-        if decider.finished is None:  # the loop did not record the end (it never started)
-            with contextlib.suppress(DeskhandError):
-                recorder.finish_run(run_id, outcome, answer, message)
-        recorder.close()
+        if recorder is not None:
+            if decider.finished is None:  # the loop did not record the end (it never started)
+                with contextlib.suppress(DeskhandError):
+                    recorder.finish_run(run_id, outcome, answer, message)
+            with contextlib.suppress(Exception):
+                recorder.close()
+        live.close()
         if trajectory is not None:
             trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)
-    return HeadlessResult(run_id, outcome, message, answer, steps, folder if trajectory is not None else None,
-                          decider.needs_person)
+    return HeadlessResult(run_id, outcome, without_secrets(message, decider.secrets),
+                          without_secrets(answer, decider.secrets), steps,
+                          folder if trajectory is not None else None, decider.needs_person)

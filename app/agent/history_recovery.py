@@ -12,20 +12,22 @@ import sqlite3
 import time
 from pathlib import Path
 
-from app.agent.recorder import Recorder
+from app.agent.recorder import ForeignHistory, Recorder
 from app.domain.database_file import is_damaged, is_locked, keep_aside, who_holds
 
 log = logging.getLogger("deskhand.recorder")
 LOCK_WAIT_S = 6.0
 
 
-def open_recorder(db: Path, runs_dir: Path, lock_wait_s: float | None = None) -> tuple[Recorder | None, list[str]]:
-    """The recorder (None: run without history this session) and what to tell the user."""
+def open_recorder(db: Path, runs_dir: Path, lock_wait_s: float | None = None, owner: str = ""
+                  ) -> tuple[Recorder | None, list[str]]:
+    """The recorder (None: run without history this session) and what to tell the user; `owner`: see
+    Recorder."""
     notices: list[str] = []
     deadline = time.monotonic() + (LOCK_WAIT_S if lock_wait_s is None else lock_wait_s)
     while True:
         try:
-            return Recorder(db, runs_dir), notices
+            return Recorder(db, runs_dir, owner), notices
         except (sqlite3.Error, OSError) as exc:
             if is_damaged(exc) and not any("damaged" in n for n in notices):
                 try:
@@ -39,6 +41,9 @@ def open_recorder(db: Path, runs_dir: Path, lock_wait_s: float | None = None) ->
                 notices.append(f"The history database was damaged ({exc}). It was kept as {kept.name} and a new "
                                "one was started; earlier runs are in the kept file.")
                 continue
+            if isinstance(exc, ForeignHistory):
+                return None, [*notices, _without(str(exc), f"Move {db.name} out of {db.parent} (it may be another "
+                                                 "program's) and restart Deskhand.")]
             if is_locked(exc):
                 if time.monotonic() < deadline:
                     time.sleep(0.25)

@@ -27,7 +27,7 @@ from app.domain import events as ev
 from app.domain.actions import Action, Answer, AskUser, Wait, Write, target_of, tool_call_of
 from app.domain.cancel import AnyOf, CancelToken
 from app.domain.errors import ActionError, Cancelled, DeskhandError, EngineUnavailable, ProposalError
-from app.domain.proposal import Observation, PastStep, Proposal
+from app.domain.proposal import Observation, PastStep, Proposal, check_task_length, reply_for_model
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.agent")
@@ -138,6 +138,7 @@ class Run:
         feedback = ""
         step = 1
         try:
+            check_task_length(self.task)  # before any model call: the run ends saying why, its task recorded
             while step <= self.cfg.step_limit:
                 self.token.check()
                 if self.pause.is_set() and not self.wait_paused("Paused by you."):
@@ -305,7 +306,7 @@ class Run:
             return "The user skipped this action; it was not performed."
         if d.kind == "reject":
             self.record(final)
-            return f"The user rejected this action: {d.feedback or '(no reason given)'}"
+            return f"The user rejected this action: {reply_for_model(d.feedback) or '(no reason given)'}"
         action = d.action if (d.kind == "edit" and d.action is not None) else p.action
         if d.kind == "edit":  # the record judges what is performed, not what was proposed
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
@@ -319,7 +320,7 @@ class Run:
         if isinstance(action, AskUser):
             self.keep_secret(st.n, action, None, d.feedback)
             self.record(final)
-            return f"The user answered: {d.feedback}" if d.feedback else "The user did not answer."
+            return f"The user answered: {reply_for_model(d.feedback)}" if d.feedback else "The user did not answer."
         if isinstance(action, Wait):
             self.record(final)
             if self.token.wait(action.seconds):

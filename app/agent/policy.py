@@ -65,6 +65,7 @@ class RiskRules:
     shell_why: str
     dangerous_text: tuple[re.Pattern[str], ...]
     dangerous_why: str
+    tab_why: str = "a Tab in typed text moves the focus"
 
 
 def _words(words: list[str]) -> re.Pattern[str]:
@@ -93,6 +94,7 @@ def load_rules(path: Path | None = None) -> RiskRules:
             frozenset(a.lower() for a in d["shell_apps"]["apps"]),
             tuple(re.compile(p, re.IGNORECASE) for p in d["shell_apps"]["title_patterns"]), d["shell_apps"]["why"],
             tuple(re.compile(p, re.IGNORECASE) for p in d["dangerous_text"]["patterns"]), d["dangerous_text"]["why"],
+            d["tab_in_text"]["why"],
         )
     except (OSError, ValueError, KeyError, TypeError, re.error, DeskhandError) as exc:
         raise DeskhandError(f"The risk rules in {file} could not be read: {exc}",
@@ -159,6 +161,16 @@ def _search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     return pattern.search(text) or pattern.search(plain(text))
 
 
+def _typed_since_enter(history: Sequence[Action]) -> bool:
+    """Text was typed and no Enter has sent it yet."""
+    for past in reversed(history):
+        if enters(past) or (isinstance(past, KeyPress) and "enter" in past.keys):
+            return False
+        if isinstance(past, Write):
+            return True
+    return False
+
+
 def _is_shell(window: WindowInfo, rules: RiskRules) -> bool:
     """By the window's class or process where the platform tells them; the title is the fallback."""
     who = {window.app.lower(), window.process.lower()} - {""}
@@ -178,9 +190,9 @@ def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, r
         after_click = bool(keys & rules.delete_after_click) and isinstance(previous, (Click, Drag))
         if len(keys) == 1 and (after_selection or after_click):
             return f"{action.keys[0]} {rules.delete_why}"
-    # Enter right after typing, or soon after (a click in between does not make the typed text safe to send)
+    # Enter after typing, however many steps later (clicks, waits and scrolls do not make typed text safe to send)
     enter = enters(action) or (isinstance(action, KeyPress) and frozenset(action.keys) == {"enter"}
-                               and any(isinstance(a, Write) for a in history[-3:]))
+                               and _typed_since_enter(history))
     context = _context(action, history, window)
     if isinstance(action, (Write, KeyPress)) and window is not None and _is_shell(window, rules):
         doing = "typing into" if isinstance(action, Write) else "pressing keys in"
@@ -190,6 +202,8 @@ def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, r
             return f"{rules.password_why} (“{m.group(0)}”)"
         if hit := next((m for p in rules.dangerous_text if (m := _search(p, action.text))), None):
             return f"{rules.dangerous_why} (“{hit.group(0)}”)"
+        if "\t" in action.text:
+            return rules.tab_why
     if enter and (m := _search(rules.submit_words, context)):
         how = "pressing Enter" if not isinstance(action, Write) or action.press_enter else "typing a line break (Enter)"
         return f"{how} in “{context}” ({rules.submit_why}: “{m.group(0)}”)"

@@ -14,7 +14,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS runs (
     settings TEXT NOT NULL DEFAULT '{}',
     answer TEXT NOT NULL DEFAULT '',
     message TEXT NOT NULL DEFAULT '',
-    private INTEGER NOT NULL DEFAULT 0
+    private INTEGER NOT NULL DEFAULT 0,
+    owner TEXT NOT NULL DEFAULT ''  -- the lock file of the process performing it (live_runs.py)
 );
 CREATE TABLE IF NOT EXISTS steps (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -103,6 +104,10 @@ def _private(db: Path) -> None:
             os.chmod(str(db) + suffix, PRIVATE_FILE)
 
 
+class ForeignHistory(sqlite3.DatabaseError):
+    """The file is a database, but another program's: it is left as it is."""
+
+
 def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _private(db)
@@ -112,7 +117,14 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.execute("PRAGMA foreign_keys=ON")
+    ours = {"id", "task", "started_at", "status"}
+    columns = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+    if columns and not ours <= columns:  # another program's "runs": add nothing to its file
+        con.close()
+        raise ForeignHistory(f"{db} is not a Deskhand history (its runs table has other columns)")
     con.executescript(SCHEMA)
+    if "owner" not in {row[1] for row in con.execute("PRAGMA table_info(runs)")}:  # a history from before it
+        con.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
     return con
 
 
@@ -145,8 +157,9 @@ class LockedError(DeskhandError):
 class Recorder:
     """Writes runs; owned by the run's worker thread (one connection per thread, as SQLite wants)."""
 
-    def __init__(self, db: Path, runs_dir: Path) -> None:
+    def __init__(self, db: Path, runs_dir: Path, owner: str = "") -> None:
         self.db, self.runs_dir = db, runs_dir
+        self.owner = owner  # stored with each run: while its process lives, no start calls the run interrupted
         self.con = connect(db)
         _private(db)
         # rows another program's lock kept out, oldest first: written before anything newer
@@ -198,19 +211,22 @@ class Recorder:
                     self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.pending.clear()
 
-    def mark_interrupted(self) -> int:
-        """Runs still "running" were cut short by a crash or a kill; returns how many."""
+    def mark_interrupted(self, alive: Callable[[str], bool] = lambda owner: False) -> int:
+        """Runs still "running" whose process is gone (`alive(owner)` is False) were cut short by a crash or a
+        kill; returns how many."""
         with self._tx("the run list") as c:
-            cur = c.execute("UPDATE runs SET status='interrupted', ended_at=COALESCE(ended_at, ?), "
-                            "message='Deskhand was closed or crashed during this run.' WHERE status='running'",
-                            (time.time(),))
-            return cur.rowcount
+            gone = [(time.time(), row["id"]) for row in c.execute("SELECT id, owner FROM runs WHERE status='running'")
+                    if row["id"] and not alive(row["owner"])]
+            c.executemany("UPDATE runs SET status='interrupted', ended_at=COALESCE(ended_at, ?), "
+                          "message='Deskhand was closed or crashed during this run.' WHERE id=?", gone)
+            return len(gone)
 
     def start_run(self, task: str, model: str, settings: dict[str, Any], private: bool) -> int:
         self.flush()  # in order: what a lock kept from the last run goes first
         with self._tx("the new run") as c:
-            cur = c.execute("INSERT INTO runs(task, started_at, model, settings, private) VALUES (?, ?, ?, ?, ?)",
-                            (task, time.time(), model, json.dumps(settings), int(private)))
+            cur = c.execute("INSERT INTO runs(task, started_at, model, settings, private, owner) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            (task, time.time(), model, json.dumps(settings), int(private), self.owner))
             run_id = int(cur.lastrowid or 0)
         (self.runs_dir / str(run_id)).mkdir(mode=0o700, parents=True, exist_ok=True)
         return run_id

@@ -9,13 +9,15 @@ each completed step. The step's pieces come from two places on the run's thread:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from app.agent.run_memory import without_secrets
 from app.domain import events as ev
@@ -42,14 +44,23 @@ def _replace_refs(value: Any, names: dict[str, str]) -> Any:
 
 
 class Trajectory:
-    def __init__(self, folder: Path, header: dict[str, Any], private: bool = False) -> None:
+    """Writing never fails the run: a line the disk refuses (full) is kept and written, in order, with the next
+    one that fits; `problem` is told once per kind of trouble, and the end line says what was left out."""
+
+    def __init__(self, folder: Path, header: dict[str, Any], private: bool = False,
+                 problem: Callable[[str], None] | None = None) -> None:
         self.folder, self.private = folder, private
+        self._problem = problem or (lambda text: None)
+        self._told: set[str] = set()
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            self._file: TextIO | None = open(folder / "trajectory.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._fd: int | None = os.open(folder / "trajectory.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                           0o600)
         except OSError as exc:
             raise DeskhandError(f"The trajectory folder {folder} cannot be written: {exc.strerror}.",
                                 "Choose another folder with --out, or check its permissions.") from None
+        self._waiting: list[bytes] = []  # lines the disk refused, oldest first
+        self.screenshots_missing = 0
         self._names: dict[str, str] = {}  # screenshot digest -> file name
         self._step: dict[str, Any] | None = None
         self._attempts: dict[int, int] = {}
@@ -61,13 +72,36 @@ class Trajectory:
     def path(self) -> Path:
         return self.folder / "trajectory.jsonl"
 
+    def _tell(self, kind: str, text: str) -> None:
+        if kind not in self._told:
+            self._told.add(kind)
+            self._problem(text)
+
     def _write(self, line: dict[str, Any]) -> None:
-        if self._file is None:
+        if self._fd is None:
             return
         line = without_secrets(line, self._secrets)
-        self._file.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._waiting.append((json.dumps(line, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
+        self._write_waiting()
+
+    def _write_waiting(self) -> bool:
+        """Write the kept lines in order; False (they stay kept) when the disk refuses one."""
+        assert self._fd is not None
+        while self._waiting:
+            data, size = self._waiting[0], os.fstat(self._fd).st_size
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.write(self._fd, data[done:])
+                os.fsync(self._fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, size)  # no half line: a reader of the file sees whole steps only
+                self._tell("line", f"The trajectory in {self.folder} cannot be written now ({_why(exc)}); its "
+                                   "lines are kept and written once there is room again.")
+                return False
+            self._waiting.pop(0)
+        return True
 
     # ------------------------------------------------------------------ from the engine
     def screenshot(self, obs: Observation, step: int) -> str | None:
@@ -79,8 +113,17 @@ class Trajectory:
             if (self.folder / name).exists():
                 name = f"step-{step:03d}-{obs.digest[:8]}.png"
             tmp = self.folder / (name + ".tmp")
-            obs.image.save(tmp, "PNG", compress_level=1)
-            tmp.replace(self.folder / name)
+            try:
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                    obs.image.save(f, "PNG", compress_level=1)  # for this user's eyes only, like the history
+                tmp.replace(self.folder / name)
+            except OSError as exc:  # a full disk: the step's line says so, and no partial file is left
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                self.screenshots_missing += 1
+                self._tell("screenshot", f"A screenshot of the trajectory in {self.folder} was not saved "
+                                         f"({_why(exc)}); the step's line says so.")
+                return None
             self._names[obs.digest] = name
         return self._names[obs.digest]
 
@@ -90,6 +133,8 @@ class Trajectory:
             self._begin(step)
         assert self._step is not None
         shot = self.screenshot(obs, step)
+        if shot is None and obs.image is not None and not self.private:
+            self._step["screenshot_error"] = "not saved: the disk refused it"
         self._step.update(screenshot=shot, digest=obs.digest, feedback=obs.feedback,
                           prompt=_replace_refs(prompt, self._names) if prompt is not None else None,
                           answer=answer, propose_s=round(seconds, 4))
@@ -144,18 +189,28 @@ class Trajectory:
             self._step.update(decision=decision, decision_feedback=feedback, decided_by=by)
 
     def finish(self, outcome: str, message: str, answer: str = "", steps: int = 0, **extra: Any) -> None:
-        if self._file is None:
+        if self._fd is None:
             return
         self._flush()
+        if self.screenshots_missing:
+            extra["screenshots_missing"] = self.screenshots_missing
         self._write({"type": "end", "ended_at": time.time(), "outcome": outcome, "message": message,
                      "answer": answer, "steps": steps, "step_lines": self.steps_written, **extra})
         self.close()
 
     def close(self) -> None:
-        if self._file is not None:
+        if self._fd is not None:
             self._flush()
-            self._file.close()
-            self._file = None
+            if self._waiting:
+                self._problem(f"The trajectory in {self.folder} is incomplete: {len(self._waiting)} line"
+                              f"{'s' if len(self._waiting) > 1 else ''} could not be written (the disk refused "
+                              "them); the history database has the steps it could save.")
+            os.close(self._fd)
+            self._fd = None
+
+
+def _why(exc: OSError) -> str:
+    return "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
 
 
 class RecordingEngine:

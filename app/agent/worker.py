@@ -15,6 +15,7 @@ from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
 from app.agent.history_recovery import open_recorder
+from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
@@ -82,6 +83,7 @@ class AgentWorker:
         self._engine_key: tuple[Any, ...] | None = None
         self._capturer: Capturer | None = None
         self._recorder: Recorder | None = None
+        self._live: LiveProcess | None = None
         self.interrupted_runs = 0
 
     # ------------------------------------------------------------------ requests (any thread)
@@ -144,12 +146,14 @@ class AgentWorker:
 
     def _main(self) -> None:
         self._release_left_over()
-        self._recorder, notices = open_recorder(self.paths.database, self.paths.runs)
+        self._live = LiveProcess(self.paths.data, "window")
+        self._recorder, notices = open_recorder(self.paths.database, self.paths.runs, owner=self._live.name)
         for text in notices:
             self.sink(ev.Notice(0, text))
         try:
-            if self._recorder is not None:
-                self.interrupted_runs = self._recorder.mark_interrupted()
+            if self._recorder is not None:  # a headless run going on beside this window is not interrupted
+                self.interrupted_runs = self._recorder.mark_interrupted(
+                    lambda owner: owner_alive(self.paths.data, owner))
             if self.interrupted_runs:  # the UI says so once; History lists them as "interrupted"
                 n = self.interrupted_runs
                 self.sink(ev.Notice(0, f"{n} run{'s were' if n > 1 else ' was'} cut short when Deskhand last closed "
@@ -165,7 +169,7 @@ class AgentWorker:
         self._release()
 
     def _release(self) -> None:
-        for closer in (self._engine, self._capturer, self._recorder):
+        for closer in (self._engine, self._capturer, self._recorder, self._live):
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
+from app.cli.terminal_text import json_text, terminal_safe
 from app.desktop.backend import open_executor, open_stops, stop_ways
 from app.desktop.capture import Capturer, Screenshot, StaleTargetError
 from app.desktop.executor import DryRunExecutor, Executor, Outcome
@@ -59,14 +60,19 @@ def _confirm(question: str) -> bool:
 
 @contextlib.contextmanager
 def stop_on_signals(token: CancelToken, got: list[int]) -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) stop the action like the panic hotkey: the executor then
-    releases what it holds. Without this, Python dies at once and a dragged button stays down."""
+    """SIGTERM, SIGHUP (a closed terminal) and SIGINT (Ctrl+C) stop the action like the panic hotkey: the
+    executor then releases what it holds. Without this, Python dies at once and a dragged button stays down; and a
+    KeyboardInterrupt raised at any line, in the middle of releasing keys or stopping the listeners, left `do`
+    hung. A second Ctrl+C interrupts at once, for an action that does not stop."""
 
     def handler(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and signum in got:
+            raise KeyboardInterrupt
         got.append(signum)
         token.cancel(f"stopped by {signal.Signals(signum).name}")
 
-    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None), signal.SIGINT)
+              if s is not None]
     previous = {s: signal.signal(s, handler) for s in wanted}
     try:
         yield
@@ -100,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             call = json.loads(args.action)
+        except RecursionError:
+            raise DeskhandError("ACTION_JSON is nested too deeply to be an action.",
+                                'Give one flat object, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from None
         except json.JSONDecodeError as exc:
             raise DeskhandError(f"ACTION_JSON is not valid JSON: {exc}",
                                 'Quote it for the shell, e.g. \'{"tool_name": "click", "x": 500, "y": 300}\'.') from exc
@@ -110,14 +119,14 @@ def run(args: argparse.Namespace) -> int:
             description = action.describe(shot.locator())
             verdict = decide(action, PolicyConfig(), (), shot.target_window(action))
             if verdict.kind == "refuse":
-                print(f"deskhand: refused: {description}. {verdict.reason}", file=sys.stderr)
+                print(terminal_safe(f"deskhand: refused: {description}. {verdict.reason}"), file=sys.stderr)
                 return 1
             if verdict.risky:
                 print(f"deskhand: warning: {verdict.reason}", file=sys.stderr)
             if args.dry_run:  # nothing will be done, so there is nothing to agree to
-                print(f"Dry run: {description}.", file=sys.stderr)
+                print(terminal_safe(f"Dry run: {description}."), file=sys.stderr)
             elif not args.yes:
-                if not _confirm(f"{description}. Do it? [y/N]"):
+                if not _confirm(terminal_safe(f"{description}. Do it? [y/N]")):
                     print("Nothing was done.", file=sys.stderr)
                     return 1
                 capturer.ensure_unchanged(shot, action)  # the screen had time to change while we asked
@@ -138,5 +147,5 @@ def run(args: argparse.Namespace) -> int:
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(outcome.as_json(), ensure_ascii=False, indent=2))
+    print(json_text(outcome.as_json(), indent=2))
     return 0

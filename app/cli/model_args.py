@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from app.cli.arg_types import tile_count
 from app.engine.llama.engine import LocalEngineConfig
 from app.engine.profile import DEFAULT_PROFILE
-
-
-def tile_count(text: str) -> int:
-    """--max-tiles: 1 to 12 tiles per screenshot (0 used to mean "the default" without saying so)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"“{text}” is not a whole number") from None
-    if not 1 <= n <= 12:
-        raise argparse.ArgumentTypeError(f"{n} is outside 1..12 (tiles per screenshot, plus the thumbnail)")
-    return n
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:

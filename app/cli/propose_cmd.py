@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 
 from app.cli.history_file import last_feedback, load_observation, read_history
 from app.cli.model_args import add_model_arguments, engine_config
+from app.cli.terminal_text import json_text, terminal_safe
 from app.domain.actions import target_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ProposalError
+from app.domain.proposal import check_task_length
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,6 +35,11 @@ def _pixels(point_x: float, point_y: float, w: int, h: int, scale: int) -> list[
 def run(args: argparse.Namespace) -> int:
     from app.engine.llama.engine import LocalEngine
 
+    try:
+        check_task_length(args.task)  # before the model loads: it would not be shown the task whole
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 2
     token = CancelToken()
     engine = LocalEngine(engine_config(args))
     try:
@@ -41,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         obs = load_observation(args.screenshot, last_feedback(args.history))
         assert obs.image is not None
         info = engine.load(None, token)
-        stream = (lambda t: print(t, end="", file=sys.stderr, flush=True)) if args.stream else None
+        stream = (lambda t: print(terminal_safe(t), end="", file=sys.stderr, flush=True)) if args.stream else None
         prop = engine.propose(args.task, obs, history, token, stream)
         if args.stream:
             print(file=sys.stderr)
@@ -51,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     except Cancelled:
         return 130
     except ProposalError as exc:
-        print(f"deskhand: {exc}\nRaw answer: {exc.raw}", file=sys.stderr)
+        print(terminal_safe(f"deskhand: {exc}\nRaw answer: {exc.raw}"), file=sys.stderr)
         return 3
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
@@ -70,18 +76,18 @@ def run(args: argparse.Namespace) -> int:
         "timings": asdict(prop.timings), "counters": asdict(prop.counters), "raw": prop.raw,
     }
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print(json_text(out, indent=2))
         return 0
     print(f"Model:    {info.name} on {info.device}")
     for w_ in info.warnings:
         print(f"Warning:  {w_}")
-    print(f"Note:     {prop.note}")
-    print(f"Thought:  {prop.thought}")
-    print(f"Action:   {json.dumps(prop.tool_call, ensure_ascii=False)}")
+    print(terminal_safe(f"Note:     {prop.note}"))
+    print(terminal_safe(f"Thought:  {prop.thought}"))
+    print(f"Action:   {json_text(prop.tool_call)}")
     if target is not None:
         print(f"Target:   ({target.x:g}, {target.y:g}) in model space = {_pixels(target.x, target.y, w, h, scale)} "
               f"in the {w}×{h} screenshot")
-    print(f"In words: {prop.action.describe()}")
+    print(terminal_safe(f"In words: {prop.action.describe()}"))
     t, c = prop.timings, prop.counters
     print(f"Timings:  total {t.total_s:.2f} s (encode {t.encode_s:.2f}, prefill {t.prefill_s:.2f}, "
           f"generate {t.generate_s:.2f}, first token {t.first_token_s:.2f})")

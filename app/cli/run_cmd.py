@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.arg_types import step_count, tile_count
 from app.cli.engine_choice import add_engine_arguments
 from app.cli.engine_choice import engine_of as _engine
 from app.cli.engine_choice import settings_of as _settings
+from app.cli.terminal_text import json_text, terminal_safe
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 
@@ -41,13 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, help="what to do, in plain language")
     engine = add_engine_arguments(p)
-    engine.add_argument("--max-tiles", type=int, help="tile budget per screenshot (1..12)")
+    engine.add_argument("--max-tiles", type=tile_count, help="tile budget per screenshot (1..12)")
     p.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
                    help="safe (default): risky steps are refused and the model told why; all: every step is "
                         "approved (only on a virtual display)")
     p.add_argument("--allow-real-display", action="store_true",
                    help="let --auto-approve all act on a display that is not known to be virtual (with a warning)")
-    p.add_argument("--max-steps", type=int, metavar="N", help="the step limit (default: Settings, 40)")
+    p.add_argument("--max-steps", type=step_count, metavar="N", help="the step limit, 1..1000 (default: "
+                   "Settings, 40)")
     p.add_argument("--out", metavar="DIR", help="where the run's trajectory folder goes (default: <data>/trajectories)")
     p.add_argument("--display", metavar=":N", help="the X display to act on (default: $DISPLAY)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
@@ -56,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, UnicodeEncodeError):
-        print(f"deskhand: {text}", file=sys.stderr, flush=True)
+        print(f"deskhand: {terminal_safe(text)}", file=sys.stderr, flush=True)  # model text in it
 
 
 def _display(args: argparse.Namespace) -> tuple[str, bool]:
@@ -102,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=args.max_steps or settings.step_limit,
+        steps = args.max_steps if args.max_steps is not None else settings.step_limit
+        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
                              display=display)
         result = run_headless(args.task, settings, engine, default_paths().ensure(), cfg, token, _say)
@@ -121,10 +124,10 @@ def run(args: argparse.Namespace) -> int:
     if result.trajectory is not None:
         _say(f"trajectory: {result.trajectory}")
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
+        print(json_text({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
                           "answer": result.answer, "steps": result.steps, "needs_person": result.needs_person,
                           "trajectory": str(result.trajectory) if result.trajectory else None,
-                          "display": display, "exit_status": status}, ensure_ascii=False))
+                          "display": display, "exit_status": status}))
     elif result.outcome == "answered":
-        print(result.answer)
+        print(terminal_safe(result.answer))
     return status

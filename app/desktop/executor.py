@@ -129,25 +129,34 @@ class InputExecutor:
         self.backend.move(x, y)
         self._did()
 
+    # The note is written before each press: a kill right after the press must find it already there.
     def _button(self, name: str, down: bool) -> None:
         self._check()
-        self.backend.button(name, down)
-        self._did()
         if down:
             self._held_buttons.append(name)
             note_held(self.held_file, self._held_buttons, self._held_keys)
-        elif name in self._held_buttons:
+        self.backend.button(name, down)
+        self._did()
+        if not down and name in self._held_buttons:
             self._held_buttons.remove(name)
 
     def _key(self, name: str, down: bool) -> None:
         self._check()
-        self.backend.key(name, down, self._wait)
-        self._did()
         if down:
             self._held_keys.append(name)
             note_held(self.held_file, self._held_buttons, self._held_keys)
-        elif name in self._held_keys:
+        self.backend.key(name, down, self._wait)
+        self._did()
+        if not down and name in self._held_keys:
             self._held_keys.remove(name)
+
+    def _type_char(self, ch: str) -> None:
+        """One character, pressed and released by the backend; the note names it (and the Shift the backend
+        may press with it) while it may be down, so a kill between the two leaves nothing to autorepeat."""
+        self._check()
+        note_held(self.held_file, self._held_buttons, [*self._held_keys, "shift", ch])
+        self.backend.type_char(ch, self._wait)
+        self._did()
 
     def _combo(self, keys: tuple[str, ...]) -> None:
         for k in keys:
@@ -214,9 +223,7 @@ class InputExecutor:
             self._combo(("ctrl", "a"))  # "ctrl" is the shortcut modifier: the backend sends Cmd on macOS
             self._combo(("backspace",))
         for ch in action.text:
-            self._check()
-            self.backend.type_char(ch, self._wait)
-            self._did()
+            self._type_char(ch)
             self._wait(self.timing.key_interval_s)
         if action.press_enter:
             self._combo(("enter",))

@@ -8,6 +8,29 @@ from typing import Any
 from PIL import Image
 
 from app.domain.actions import Action
+from app.domain.errors import DeskhandError
+
+# What a person types reaches the model whole up to these lengths (a task of a few paragraphs, a long
+# reply); past them it is refused or cut, visibly, rather than filling the context or the tokenizer.
+MAX_TASK_CHARS = 8000
+MAX_REPLY_CHARS = 4000
+
+
+def check_task_length(task: str) -> None:
+    """Refuse a task the model could not be shown whole (a pasted log, base64, a long URL)."""
+    n = len(task.strip())
+    if n > MAX_TASK_CHARS:
+        raise DeskhandError(f"The task is {n:,} characters long; Deskhand takes tasks of at most "
+                            f"{MAX_TASK_CHARS:,}.", "Shorten it: describe the long text, or put it in a file "
+                            "and name the file in the task.")
+
+
+def reply_for_model(text: str) -> str:
+    """A person's reply or reason as the model is shown it: cut past MAX_REPLY_CHARS, saying so (the
+    record keeps it whole)."""
+    if len(text) <= MAX_REPLY_CHARS:
+        return text
+    return f"{text[:MAX_REPLY_CHARS]} [… {len(text) - MAX_REPLY_CHARS:,} more characters, not shown]"
 
 
 @dataclass(frozen=True)

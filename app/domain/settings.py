@@ -168,7 +168,10 @@ def load_settings(path: Path) -> Loaded:
         return Loaded(Settings(), (msg,))
     text = raw.decode("utf-8", "replace")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except RecursionError:  # json.loads gives up on some thousands of nested brackets, not with ValueError
+            raise ValueError("it is nested too deeply to be settings") from None
         if not isinstance(data, dict):
             raise ValueError("the file does not hold a JSON object")
     except ValueError as exc:

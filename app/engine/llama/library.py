@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 
 def load_first() -> None:

@@ -23,6 +23,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, ModelLoadError
 from app.engine.llama.host_buffers import HostBuffers
 from app.engine.llama.library import safe_model_params
+from app.engine.llama.text_pieces import MAX_PIECE, tokenizer_pieces
 
 log = logging.getLogger("deskhand.engine")
 
@@ -218,6 +219,11 @@ class LlamaRuntime:
     # ------------------------------------------------------------------ text
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         """`special`: parse "<SPECIAL_12>"-like text as control tokens (the template's own text only)."""
+        if len(text) > MAX_PIECE:  # a long run of one kind of character crashes the native tokenizer
+            return [t for piece in tokenizer_pieces(text) for t in self._tokenize_piece(piece, special)]
+        return self._tokenize_piece(text, special)
+
+    def _tokenize_piece(self, text: str, special: bool) -> list[int]:
         data = text.encode("utf-8")
         n_max = len(data) + 16
         buf = (llama_cpp.llama_token * n_max)()

@@ -25,11 +25,14 @@ from typing import Any, TypeVar, cast
 import httpx
 
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled
-from app.engine.remote.endpoint import Endpoint
+from app.domain.errors import Cancelled, DeskhandError
+from app.engine.remote.endpoint import Endpoint, clean_api_key
 from app.engine.remote.errors import RemoteError, RemoteUnavailable, error_message, status_error, transport_error
 
 T = TypeVar("T")
+# An answer longer than max_tokens allows is the server ignoring it: no token is this many characters.
+MAX_CHARS_PER_TOKEN = 32
+MAX_ANSWER_CHARS = 1_000_000
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 DeltaFn = Callable[[str, str], None]  # (kind "content" | "reasoning", new text)
 
@@ -49,6 +52,7 @@ class ChatResult:
     content: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
+    done: bool = False  # the stream's own end ("data: [DONE]") was read
     usage: dict[str, Any] = field(default_factory=dict)
     first_token_s: float = 0.0
     total_s: float = 0.0
@@ -59,9 +63,20 @@ def tls_context() -> ssl.SSLContext:
     """The system's and certifi's CAs; SSL_CERT_FILE adds a private CA (a server of one's own)."""
     import certifi
 
-    ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+    cafile = os.environ.get("SSL_CERT_FILE")
+    try:
+        ctx = ssl.create_default_context(cafile=cafile or certifi.where())
+    except (OSError, ssl.SSLError) as exc:
+        raise DeskhandError(f"The certificates named by SSL_CERT_FILE ({cafile}) cannot be read: "
+                            f"{getattr(exc, 'strerror', None) or exc}.",
+                            "Point SSL_CERT_FILE at a PEM file of CA certificates, or unset it.") from None
     if os.environ.get("SSL_CERT_DIR"):
-        ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        try:
+            ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        except (OSError, ssl.SSLError) as exc:
+            raise DeskhandError(f"The certificate folder SSL_CERT_DIR ({os.environ['SSL_CERT_DIR']}) cannot be "
+                                f"read: {getattr(exc, 'strerror', None) or exc}.",
+                                "Point SSL_CERT_DIR at a folder of CA certificates, or unset it.") from None
     return ctx
 
 
@@ -75,7 +90,7 @@ class ServerClient:
     """One server, one thread: every method blocks the caller until done, cancelled by `token`."""
 
     def __init__(self, endpoint: Endpoint, api_key: str = "", options: ClientOptions | None = None) -> None:
-        self.endpoint, self.api_key = endpoint, api_key.strip()
+        self.endpoint, self.api_key = endpoint, clean_api_key(api_key)
         self.options = options or ClientOptions()
         self._loop = asyncio.new_event_loop()
         o = self.options
@@ -203,7 +218,8 @@ class ServerClient:
                         if r.status_code in RETRY_STATUS:
                             raise _Retry(err, self._retry_after(r))
                         raise err
-                    async with contextlib.aclosing(self._events(r, result)) as events:
+                    limit = MAX_CHARS_PER_TOKEN * int(body.get("max_tokens") or 0) or MAX_ANSWER_CHARS
+                    async with contextlib.aclosing(self._events(r, result, min(limit, MAX_ANSWER_CHARS))) as events:
                         async for kind, piece in events:
                             if not result.first_token_s:
                                 result.first_token_s = time.perf_counter() - t0
@@ -215,40 +231,83 @@ class ServerClient:
                 if isinstance(err, RemoteUnavailable) and not delivered:
                     raise _Retry(err) from None
                 raise err from None
+            if not result.finish_reason and not result.done:  # the connection closed mid-answer, without saying
+                if not delivered:
+                    raise _Retry(self._cut_off())
+                raise self._cut_off()  # not retried: the text so far was delivered, it would arrive twice
             result.total_s = time.perf_counter() - t0
             return result
 
         return self._run(self._with_retries(attempt), token)
 
-    async def _events(self, r: httpx.Response, result: ChatResult) -> AsyncGenerator[tuple[str, str], None]:
-        """Server-sent events of a chat completion: text pieces out, the rest into `result`."""
+    def _cut_off(self) -> RemoteError:
+        return RemoteUnavailable(f"The connection to the model server at {self.endpoint.base_url} broke in the "
+                                 "middle of the answer (it ended without saying the answer was complete).",
+                                 "Check that the server is still running; the run can be started again.",
+                                 kind="lost")
+
+    async def _events(self, r: httpx.Response, result: ChatResult, limit: int = 0
+                      ) -> AsyncGenerator[tuple[str, str], None]:
+        """Server-sent events of a chat completion: text pieces out, the rest into `result`. The server is not
+        trusted: an event of another shape is a named error, and an answer (or its reasoning) longer than `limit`
+        characters, which max_tokens should have prevented, is cut there as if the token limit was reached."""
         async with contextlib.aclosing(cast("AsyncGenerator[str, None]", r.aiter_lines())) as lines:
             async for line in lines:
                 if not line.startswith("data:"):
                     continue  # blank separators, comments, "event:" lines
                 data = line[5:].strip()
                 if data == "[DONE]":
+                    result.done = True
                     break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
+                chunk = self._chunk(data)
+                if chunk is None:
                     continue
                 if "error" in chunk:  # vLLM reports errors after the headers as an event
                     raise self._status_error(int(_code(chunk)), json.dumps(chunk), str(chunk.get("model", "")), 1)
-                if chunk.get("usage"):
-                    result.usage = dict(chunk["usage"])
-                for choice in chunk.get("choices") or []:
+                result.usage = _usage(chunk.get("usage")) or result.usage
+                for choice in _list(chunk.get("choices")):
                     delta = choice.get("delta") or {}
+                    if not isinstance(delta, dict):
+                        raise self._malformed("a “delta” that is not an object")
                     if choice.get("finish_reason"):
-                        result.finish_reason = choice["finish_reason"]
+                        result.finish_reason = str(choice["finish_reason"])
                     # vLLM renamed reasoning_content to reasoning (PR #27752); read both
-                    reasoning = delta.get("reasoning") or delta.get("reasoning_content")
-                    if reasoning:
-                        result.reasoning += reasoning
-                        yield "reasoning", reasoning
-                    if delta.get("content"):
-                        result.content += delta["content"]
-                        yield "content", delta["content"]
+                    for kind, piece in (("reasoning", delta.get("reasoning") or delta.get("reasoning_content")),
+                                        ("content", delta.get("content"))):
+                        if not piece:
+                            continue
+                        if not isinstance(piece, str):
+                            raise self._malformed(f"{kind} that is not text ({type(piece).__name__})")
+                        held = len(result.reasoning if kind == "reasoning" else result.content)
+                        if limit and held + len(piece) > limit:
+                            piece = piece[: max(0, limit - held)]
+                            result.finish_reason = "length"
+                        if kind == "reasoning":
+                            result.reasoning += piece
+                        else:
+                            result.content += piece
+                        if piece:
+                            yield kind, piece
+                    if result.finish_reason == "length" and limit and max(len(result.content),
+                                                                          len(result.reasoning)) >= limit:
+                        return  # closing the stream tells the server to stop generating
+
+    def _chunk(self, data: str) -> dict[str, Any] | None:
+        try:
+            chunk = json.loads(data)
+        except RecursionError:
+            raise self._malformed("an event nested too deeply to read") from None
+        except ValueError:
+            return None  # a keep-alive or a broken line: the events around it carry the answer
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices", []), list):
+            raise self._malformed("an event that is not a chat.completion.chunk object")
+        return chunk
+
+    def _malformed(self, what: str) -> RemoteError:
+        return RemoteError(f"The model server at {self.endpoint.base_url} sent {what} in its answer; Deskhand "
+                           "reads only OpenAI-compatible chat completion streams.",
+                           "Check the server's version and the address (is it an OpenAI-compatible /v1 API?).",
+                           kind="request")
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -266,3 +325,15 @@ def _code(chunk: dict[str, Any]) -> int:
 
 
 __all__ = ["ChatResult", "ClientOptions", "RemoteError", "RemoteUnavailable", "ServerClient", "error_message"]
+
+
+def _list(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _usage(value: Any) -> dict[str, int]:
+    """Token counts, where they are counts (a server may send anything here: it is only reported)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and abs(v) < 1e12}

@@ -44,6 +44,12 @@ def parse_endpoint(url: str, allow_http: bool = False) -> Endpoint:
     text = url.strip()
     if not text:
         raise DeskhandError("No model server address is set.", ADDRESS_TODO)
+    if "@" in text.partition("://")[2 if "://" in text else 0].split("/", 1)[0]:  # user:password@host
+        # refused, not stored: settings, records and logs keep the address in clear (and it is not echoed here)
+        raise DeskhandError("The model server address holds a user name or password (“…@host”); Deskhand "
+                            "does not keep passwords in addresses.",
+                            "Remove the part before “@”, and put the server's key in the API key field (kept in "
+                            "the system keyring) or DESKHAND_API_KEY.")
     if "://" not in text:
         host_guess = urlsplit("//" + text).hostname or ""
         text = ("http://" if is_loopback(host_guess) else "https://") + text
@@ -64,3 +70,17 @@ def parse_endpoint(url: str, allow_http: bool = False) -> Endpoint:
             "--allow-http) if the network in between is yours alone.")
     path = parts.path.rstrip("/") or "/v1"
     return Endpoint(urlunsplit((parts.scheme, parts.netloc, path, "", "")), host, loopback)
+
+
+def clean_api_key(key: str) -> str:
+    """The key without the spaces and line break around it; refused, without showing it, when it holds a character
+    no HTTP header may (a line break inside, a space, a non-ASCII letter): it would end up in an error message."""
+    text = key.strip()
+    for i, ch in enumerate(text):
+        if not 33 <= ord(ch) <= 126:
+            kind = ("a line break" if ch in "\r\n" else "a space" if ch.isspace() else
+                    "a control character" if ord(ch) < 32 or ord(ch) == 127 else "a non-ASCII character")
+            raise DeskhandError(f"The API key has {kind} at character {i + 1} of {len(text)}; no server accepts "
+                                "such a key.", "Copy the key again, in one piece, into Settings → Model (or "
+                                "DESKHAND_API_KEY).")
+    return text

@@ -38,7 +38,7 @@ def error_message(body: str) -> str:
     """The human part of an error body, whatever its shape."""
     try:
         data: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body.strip()[:300]
     if isinstance(data, dict):
         err = data.get("error", data.get("detail", data))

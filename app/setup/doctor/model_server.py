@@ -55,7 +55,10 @@ def check_remote(s: Settings) -> list[Check]:
                  f"{where} ({'HTTPS' if endpoint.secure else 'plain HTTP'})",
                  "" if endpoint.loopback else "Only use a server you control: every screenshot is sent to it.",
                  required=False)]
-    client = ServerClient(endpoint, api_key())
+    try:  # a key no header can carry, an unreadable SSL_CERT_FILE
+        client = ServerClient(endpoint, api_key())
+    except DeskhandError as exc:
+        return [*out, Check("Model server", FAIL, exc.what, exc.todo)]
     try:
         t0 = time.perf_counter()
         try:

@@ -36,7 +36,12 @@ LIVE_PLACEHOLDER = "The screen Deskhand sees appears here when a task runs."
 
 
 def device_words(device: str, on_gpu: bool) -> str:
-    """"GPU: NVIDIA H200" -> "On the GPU (NVIDIA H200)"; every CPU case -> "On the CPU (slow)"."""
+    """"GPU: NVIDIA H200" -> "On the GPU (NVIDIA H200)"; "Remote: vLLM 0.34.0 at gpu-a" -> "On gpu-a (vLLM
+    0.34.0)" (the remote engine's device; the model server's own hardware is not known here); every CPU case ->
+    "On the CPU (slow)"."""
+    if device.startswith("Remote:"):
+        server, _, host = device[len("Remote:"):].strip().rpartition(" at ")
+        return f"On {host} ({server})" if host and server else "On the model server"
     if on_gpu:
         name = device.split(":", 1)[1].strip() if ":" in device else device
         return f"On the GPU ({name})" if name else "On the GPU"
