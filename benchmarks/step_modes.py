@@ -20,7 +20,7 @@ from typing import Any
 import llama_cpp  # before numpy: see app.engine.llama.runtime
 from PIL import Image, ImageDraw
 
-from app.cli.history_file import image_digest
+from app.cli.shared.history_file import image_digest
 from app.domain.cancel import CancelToken
 from app.domain.proposal import Observation, PastStep
 from app.engine.llama.engine import LocalEngine

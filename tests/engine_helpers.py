@@ -8,7 +8,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from app.cli.history_file import image_digest
+from app.cli.shared.history_file import image_digest
 from app.domain.proposal import Observation
 from app.engine.llama.engine import LocalEngine, LocalEngineConfig
 from app.engine.profile import load_profile

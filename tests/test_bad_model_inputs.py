@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from app.__main__ import main
-from app.cli.history_file import load_observation
+from app.cli.shared.history_file import load_observation
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelFileError
 from app.domain.proposal import PastStep

@@ -56,7 +56,7 @@ def test_load_reports_cpu_and_no_warnings_for_a_good_pair(tiny_model_pair, profi
 
 
 def test_one_step_from_a_real_png_gives_a_valid_typed_action(engine, tmp_path):
-    from app.cli.history_file import load_observation
+    from app.cli.shared.history_file import load_observation
 
     img_path = tmp_path / "screen.png"
     screenshot(1, (1280, 720)).image.save(img_path)

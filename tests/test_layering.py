@@ -47,6 +47,7 @@ UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup"}
 # sub-package (or "<package>." for the modules directly in a package) -> the sibling groups it must never import
 SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "desktop.wayland": set(),
+    "cli.shared": {"cli."},  # never a subcommand
     "engine.llama": {"engine.remote"},
     "engine.remote": {"engine.llama", "engine.gguf"},
     "engine.gguf": {"engine.llama", "engine.remote"},

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from app.agent.recorder import Recorder, StepRecord, connect, delete_run, export_run, list_runs, recent_tasks, run_steps
-from app.cli.history_file import read_history
+from app.cli.shared.history_file import read_history
 from app.domain.errors import DeskhandError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
-from app.cli.terminal_text import json_text, terminal_safe
+from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.desktop.backend import open_executor, open_stops, stop_ways
 from app.desktop.capture import Capturer, Screenshot, StaleTargetError
 from app.desktop.executor import DryRunExecutor, Executor, Outcome

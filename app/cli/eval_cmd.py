@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.cli.arg_types import tile_count
-from app.cli.engine_choice import add_engine_arguments, engine_of, say, settings_of
+from app.cli.shared.arg_types import tile_count
+from app.cli.shared.engine_choice import add_engine_arguments, engine_of, say, settings_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from app.cli.arg_types import tile_count
-from app.cli.history_file import last_feedback, load_observation, read_history
+from app.cli.shared.arg_types import tile_count
+from app.cli.shared.history_file import last_feedback, load_observation, read_history
 from app.domain.errors import DeskhandError
 from app.engine.family import resolve_profile
 from app.engine.profile import DEFAULT_PROFILE, ImageSpec

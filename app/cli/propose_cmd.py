@@ -6,9 +6,9 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from app.cli.history_file import last_feedback, load_observation, read_history
-from app.cli.model_args import add_model_arguments, engine_config
-from app.cli.terminal_text import json_text, terminal_safe
+from app.cli.shared.history_file import last_feedback, load_observation, read_history
+from app.cli.shared.model_args import add_model_arguments, engine_config
+from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.domain.actions import target_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ProposalError

@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.arg_types import step_count, tile_count
-from app.cli.engine_choice import add_engine_arguments
-from app.cli.engine_choice import engine_of as _engine
-from app.cli.engine_choice import settings_of as _settings
-from app.cli.terminal_text import json_text, terminal_safe
+from app.cli.shared.arg_types import step_count, tile_count
+from app.cli.shared.engine_choice import add_engine_arguments
+from app.cli.shared.engine_choice import engine_of as _engine
+from app.cli.shared.engine_choice import settings_of as _settings
+from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 

@@ -36,7 +36,7 @@ def check_llama(r: Report) -> bool:
 
 
 def check_model(r: Report, model: str, mmproj: str) -> None:
-    from app.cli.history_file import image_digest
+    from app.cli.shared.history_file import image_digest
     from app.domain.cancel import CancelToken
     from app.domain.proposal import Observation
     from app.engine.llama.engine import LocalEngine, LocalEngineConfig

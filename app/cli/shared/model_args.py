@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.arg_types import tile_count
+from app.cli.shared.arg_types import tile_count
 from app.engine.llama.engine import LocalEngineConfig
 from app.engine.profile import DEFAULT_PROFILE
 
