@@ -11,7 +11,16 @@ from typing import Any
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, QSocketNotifier, Qt, QTimer
 from PySide6.QtGui import QColor, QDrag, QGuiApplication, QKeySequence, QPainter, QShortcut
-from PySide6.QtWidgets import QApplication, QFrame, QLabel, QLineEdit, QListWidget, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPlainTextEdit,
+    QPushButton,
+    QWidget,
+)
 
 from tests.desktop import SWATCH
 
@@ -109,6 +118,8 @@ class TargetWindow(QWidget):
         self.drop.setFrameShape(QFrame.Box)
         self.swatch = Swatch(self)
         self.swatch.setGeometry(560, 20, 200, 200)
+        self.notes = QPlainTextEdit(self)  # where a person types a paragraph while Deskhand proposes steps
+        self.notes.setGeometry(20, 345, 520, 64)
         QShortcut(QKeySequence("Ctrl+Shift+K"), self, lambda: emit(event="shortcut", keys="ctrl+shift+k"))
         self.keys: HeldKeys | None = None
         self.anim = QTimer(self)
@@ -125,7 +136,7 @@ class TargetWindow(QWidget):
 
     def widgets(self) -> dict[str, list[int]]:
         out = {}
-        for name in ("button", "pad", "edit", "list", "source", "drop", "swatch"):
+        for name in ("button", "pad", "edit", "list", "source", "drop", "swatch", "notes"):
             w = getattr(self, name)
             p = w.mapToGlobal(w.rect().topLeft())
             out[name] = [p.x(), p.y(), w.width(), w.height()]
@@ -139,8 +150,9 @@ class TargetWindow(QWidget):
             return {"widgets": self.widgets(), "wid": int(self.winId())}
         if cmd == "state":
             focus = QApplication.focusWidget()
-            return {"text": self.edit.text(), "scroll": self.list.verticalScrollBar().value(),
-                    "focus": next((n for n in ("edit", "button", "list") if getattr(self, n) is focus), None),
+            return {"text": self.edit.text(), "notes": self.notes.toPlainText(),
+                    "scroll": self.list.verticalScrollBar().value(),
+                    "focus": next((n for n in ("edit", "button", "list", "notes") if getattr(self, n) is focus), None),
                     "held": sorted(self.keys.held) if self.keys else [],
                     "modifiers": int(QGuiApplication.queryKeyboardModifiers().value)}
         if cmd == "set_text":

@@ -5,6 +5,9 @@ replaced by a scripted engine that records what it was given. Also the quick-tas
 from __future__ import annotations
 
 import queue
+import shlex
+import subprocess
+import threading
 import time
 
 import pytest
@@ -12,9 +15,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.agent.recorder import connect, list_runs, run_steps
+from app.desktop.focus import KeyboardFocus
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui import placement
+from app.ui.approval import input_guard
 from app.ui.approval.marker import RADIUS
 from app.ui.shell.application import Application
 from tests.desktop import Target, missing_tools
@@ -98,8 +103,8 @@ def wait_dialog(qtbot, app: Application, step: int):
     qtbot.waitUntil(lambda: app.dialog.isVisible() and app.dialog.event_ is not None
                     and app.dialog.event_.step == step, timeout=30000)
     # let the WM frame and place it (the test looks at where it is), and let the moment pass in which the
-    # dialog ignores Enter (a key meant for another window must not approve a step nobody has seen)
-    qtbot.wait(int(app.dialog.ENTER_DELAY_S * 1000) + 100)
+    # dialog holds keys back (a key meant for another window must not approve a step nobody has seen)
+    qtbot.wait(int(max(input_guard.QUIET_S, input_guard.POINTER_DELAY_S) * 1000) + 100)
     return app.dialog.event_
 
 
@@ -238,3 +243,92 @@ def test_while_a_step_waits_the_main_window_steps_aside_from_the_target(qtbot, d
     qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=15000)
     qtbot.waitUntil(app.main.isVisible, timeout=15000)  # back once the step is done
     app.presenter.stop()
+
+
+PARAGRAPHS = (("Dear team, the build is green again and the notes are up to date. echo typing 1",
+               "Next we tidy the release page, check the links, and ship it on Monday. echo typing 2"),
+              ("A second paragraph while the risky step waits: space bars, full stops. and Return keys",
+               "all belong to this window, not to Deskhand. echo typing 3"))
+TYPED = ["".join(f"{line}\n" for line in p) for p in PARAGRAPHS]
+
+
+def typing_command(lines) -> list[str]:
+    """A person typing the lines, each ended with a real Return key (xdotool's type sends a linefeed)."""
+    script = " && ".join(f"xdotool type --delay 25 {shlex.quote(line)} && xdotool key Return" for line in lines)
+    return ["sh", "-c", script]
+
+
+def centre_of(widget) -> tuple[str, str]:
+    p = widget.mapToGlobal(widget.rect().center())
+    return str(p.x()), str(p.y())
+
+
+def test_typing_for_another_window_approves_nothing_ordinary_or_risky(qtbot, desktop, target, make_app):
+    proposing, typing = threading.Event(), threading.Event()
+
+    def when_typing(step):  # each proposal arrives while the person is typing in their own window
+        def call(obs):
+            proposing.set()  # (the screenshot is taken: typing now is not the person taking over an action)
+            assert typing.wait(30)
+            return step(obs) if callable(step) else step
+        return call
+
+    engine = ScriptedEngine([when_typing(click_at(target, "pad", "the pad")),
+                             when_typing({"tool_name": "key", "keys": ["ctrl", "w"]})])  # risky: closes a window
+    app = make_app(engine)
+    app.start()
+    seen = Seen(target)
+    qtbot.waitUntil(app.main.isVisible)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is app.main, timeout=5000)
+    target.request("set_text", text="")
+    desktop.run("xdotool", "mousemove", *map(str, target.centre("notes")), "click", "1")  # the person's window
+    qtbot.waitUntil(lambda: target.state()["focus"] == "notes", timeout=5000)
+    wid = target.request("geometry")["wid"]
+    with KeyboardFocus(desktop.display) as focus:
+        qtbot.waitUntil(lambda: focus.active() == wid, timeout=5000)
+        app.main.set_task("Press the pad")
+        qtbot.keyClick(app.main.task_box, Qt.Key.Key_Return)  # (a Qt event: the X keyboard stays in the notes)
+
+        def type_while_it_proposes(lines):
+            qtbot.waitUntil(proposing.is_set, timeout=15000)
+            proposing.clear()
+            typist = subprocess.Popen(typing_command(lines), env=desktop.env())
+            typing.set()
+            qtbot.waitUntil(lambda: typist.poll() is not None, timeout=60000)
+            typing.clear()
+            assert typist.returncode == 0
+
+        # step 1 (ordinary) appears while a paragraph with spaces and Returns is typed into the notes
+        type_while_it_proposes(PARAGRAPHS[0])
+        wait_dialog(qtbot, app, 1)
+        assert not app.dialog.isActiveWindow() and focus.active() == wid  # the keyboard stayed with the person
+        def notes_are(text):  # (an assertion: a failure shows the difference)
+            assert target.state()["notes"] == text
+
+        qtbot.waitUntil(lambda: notes_are(TYPED[0]), timeout=5000)  # every key arrived there
+        assert app.main.steps.decisions() == {1: "waiting for you"} and "pressed" not in seen.names()
+
+        # a deliberate click on Approve performs it, and the keyboard goes back to the notes
+        desktop.run("xdotool", "mousemove", *centre_of(app.dialog.approve_button), "click", "1")
+        qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=15000)
+        qtbot.waitUntil(lambda: focus.active() == wid, timeout=5000)
+        assert target.state()["focus"] == "notes"
+
+        # step 2 (risky) appears while the second paragraph is typed
+        type_while_it_proposes(PARAGRAPHS[1])
+        wait_dialog(qtbot, app, 2)
+        assert app.dialog.event_.risky and app.dialog.approve_button.text() == "Approve (click)"
+        qtbot.waitUntil(lambda: notes_are("".join(TYPED)), timeout=5000)
+        assert app.main.steps.decisions() == {1: "approved", 2: "waiting for you"}
+
+        # even with the person in the approval window, no key approves the risky step
+        desktop.run("xdotool", "mousemove", *centre_of(app.dialog.view), "click", "1")
+        qtbot.waitUntil(app.dialog.isActiveWindow, timeout=5000)
+        app.dialog.approve_button.setFocus()
+        desktop.run("xdotool", "key", "--delay", "50", "space", "Return", "KP_Enter")
+        with qtbot.waitSignal(app.presenter.finished, timeout=15000) as finished:
+            desktop.run("xdotool", "key", "shift+Escape")  # the stop key, at once
+    assert finished.args[0].outcome == "stopped"
+    assert app.main.steps.decisions() == {1: "approved", 2: "stopped"}
+    assert seen.names().count("pressed") == 1 and "shortcut" not in seen.names()
+    assert target.state()["notes"] == "".join(TYPED)

@@ -142,6 +142,44 @@ def test_a_task_handed_over_while_busy_waits_and_is_offered_when_the_run_ends(qt
     assert "Third task" in app.main.status.current().text  # and the next one is offered in turn
 
 
+def test_a_task_is_never_queued_twice_waiting_ones_go_at_once_and_quit_says_they_would_be_lost(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500}])
+    app.start()
+    app.main.set_task("First task")
+    assert app.start_task("First task")
+    qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
+    for _ in range(3):  # Enter in the task box, where the running task's text still stands
+        qtbot.keyClick(app.main.task_box, Qt.Key.Key_Return)
+    app.handle_instance_message({"cmd": "task", "task": "first   TASK"})  # the same, typed again elsewhere
+    assert list(app.queue.waiting) == []
+    assert "already running" in app.main.status.current().text
+    for _ in range(2):
+        app.handle_instance_message({"cmd": "task", "task": "Second task"})
+    app.quick.submitted.emit("Third task")
+    assert list(app.queue.waiting) == ["Second task", "Third task"]
+    assert app.main.status.button_texts() == ["Discard", "Discard all 2"]
+
+    app.main.quit_requested.emit()  # Ctrl+Q: what would be lost is said
+    box = app.quit_box
+    assert box is not None and "The 2 waiting tasks will not be run" in box.text()
+    next(b for b in box.buttons() if b.text() == "Keep working").click()
+    qtbot.waitUntil(lambda: not box.isVisible())
+
+    app.main.status.click("Discard all 2")
+    assert list(app.queue.waiting) == [] and not app.main.status.has("queued")
+    app.handle_instance_message({"cmd": "task", "task": "Fourth task"})
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.presenter.stop()
+    assert app.queue.offered == "Fourth task"
+    quits: list[bool] = []
+    app.quit_done.connect(lambda: quits.append(True))
+    app.main.quit_requested.emit()  # no run, but a task waits to be started
+    box = app.quit_box
+    assert quits == [] and "1 waiting task will not be run" in box.text()
+    with qtbot.waitSignal(app.quit_done, timeout=10000):
+        next(b for b in box.buttons() if b.text() == "Quit").click()
+
+
 def test_the_first_run_wizard_is_modal_centred_and_never_opened_twice(qtbot, make_app):
     app = make_app(Settings(), setup=True)
     app.start()

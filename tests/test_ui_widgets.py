@@ -14,7 +14,8 @@ from app.domain.actions import AskUser, Click, Drag, KeyPress, Point, Write
 from app.domain.hotkey_spec import hotkey_problem
 from app.domain.proposal import EngineInfo
 from app.ui import placement
-from app.ui.approval.dialog import ApprovalDialog
+from app.ui.approval import input_guard
+from app.ui.approval.dialog import KEYS_HELD, RISKY_TAKES_A_CLICK, ApprovalDialog
 from app.ui.run.stream_text import readable, tool_name
 from app.ui.run.window import MainWindow
 from tests.ui_support import QT_MARKS, _point, delivered, proposed
@@ -22,9 +23,20 @@ from tests.ui_support import QT_MARKS, _point, delivered, proposed
 pytestmark = QT_MARKS
 
 
+class Clock:
+    """The input guard's clock, moved by the test: "0.8 s later" without waiting (or racing a busy machine)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
 def dialog(qtbot):
     d = ApprovalDialog()
+    d.clock = d.guard.clock = Clock()  # type: ignore[attr-defined]
     qtbot.addWidget(d)
     got: list[tuple[int, Decision]] = []
     d.decided.connect(lambda step, decision: got.append((step, decision)))
@@ -33,10 +45,17 @@ def dialog(qtbot):
     d.withdraw()  # a dialog with a step waiting asks before it closes: qtbot's close at the end would not shut it
 
 
-def present(qtbot, dialog, event, auto=False):
+def present(qtbot, dialog, event, auto=False, settled=True):
+    """Show a step; `settled`: as the person sees it a few seconds later, when their keys and clicks count."""
     dialog.present(delivered(event), auto)
     qtbot.waitUntil(dialog.isVisible)
+    if settled:
+        dialog.clock.now += 5
     return event
+
+
+def click(qtbot, widget):
+    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton)
 
 
 # ------------------------------------------------------------------------------------ placement (pure)
@@ -77,12 +96,55 @@ def test_enter_approves_and_the_dialog_shows_what_the_model_said(qtbot, dialog):
     assert "Note: Signed out" in dialog.reasoning.toPlainText()
     assert dialog.view.marker() == pytest.approx(e.target_pixels)
     assert not dialog.risk.isVisible()
-    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)  # at once: an Enter meant for another window
-    assert dialog.got == [] and dialog.isVisible()
-    qtbot.wait(int(dialog.ENTER_DELAY_S * 1000) + 50)
-    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)
+    assert dialog.approve_button.text() == "Approve (Enter)"
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
     assert dialog.got == [(3, Decision("approve"))]
     assert not dialog.isVisible()
+
+
+def test_keys_typed_as_the_window_appears_approve_nothing_until_the_person_clicks_in_it(qtbot, dialog):
+    present(qtbot, dialog, proposed(3), settled=False)
+    assert not dialog.isActiveWindow()  # shown without taking the keyboard from the person's window
+    assert dialog.focusWidget() is not dialog.approve_button  # nothing that acts has the focus
+    for key in (Qt.Key.Key_Return, Qt.Key.Key_Space, Qt.Key.Key_Enter):  # typed for another window, at once
+        qtbot.keyClick(dialog.approve_button, key)
+        qtbot.keyClick(dialog, key)
+    assert dialog.got == [] and dialog.guard.held == 6
+    assert dialog.edit_hint.text() == KEYS_HELD
+    dialog.clock.now += 30  # long after: the person was typing elsewhere, so keys still wait for a click here
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    assert dialog.got == [] and dialog.guard.held == 7
+    click(qtbot, dialog.view)  # turned to the window: now Enter is theirs
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    assert dialog.got == [(3, Decision("approve"))]
+
+
+def test_without_early_keys_enter_counts_once_the_window_has_been_up_a_moment(qtbot, dialog):
+    present(qtbot, dialog, proposed(3), settled=False)
+    dialog.clock.now += input_guard.QUIET_S - 0.1
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)  # too soon: held, and the step now waits for a click
+    assert dialog.got == []
+    present(qtbot, dialog, proposed(4), settled=False)  # a new step starts afresh
+    dialog.clock.now += input_guard.QUIET_S + 0.01
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    assert dialog.got == [(4, Decision("approve"))]
+
+
+def test_a_window_that_appears_under_a_click_does_not_take_it(qtbot, dialog):
+    present(qtbot, dialog, proposed(3), settled=False)
+    click(qtbot, dialog.approve_button)  # the click was aimed at whatever was there a moment ago
+    click(qtbot, dialog.skip_button)
+    assert dialog.got == [] and dialog.guard.held == 2
+    dialog.clock.now += input_guard.POINTER_DELAY_S + 0.01
+    click(qtbot, dialog.approve_button)
+    assert dialog.got == [(3, Decision("approve"))]
+
+
+def test_the_stop_key_works_at_once(qtbot, dialog):
+    dialog.set_stop_key("<shift>+<esc>")
+    present(qtbot, dialog, proposed(5), settled=False)
+    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier)
+    assert dialog.got == [(5, Decision("stop"))]
 
 
 def test_editing_in_the_picture_moves_the_target_in_model_space_and_the_words_follow(qtbot, dialog):
@@ -175,10 +237,22 @@ def test_risky_actions_say_why(qtbot, dialog):
                                     reason="Risky: ctrl+w closes a window. Risky actions are always asked about."))
     assert dialog.risk.isVisible() and "closes a window" in dialog.risk.text()
     assert not dialog.edit_button.isEnabled()  # nothing to move or retype in a key press
-    qtbot.wait(int(dialog.ENTER_DELAY_S * 1000) + 50)
-    qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Return)  # a risky step takes a click
-    assert dialog.got == [] and dialog.approve_button.text() == "Approve"
-    qtbot.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
+    assert dialog.approve_button.text() == "Approve (click)"
+    assert dialog.approve_button.toolTip() == RISKY_TAKES_A_CLICK
+
+
+def test_no_key_approves_a_risky_step_even_when_the_person_is_in_the_window(qtbot, dialog):
+    present(qtbot, dialog, proposed(9, Write("rm -rf ~/old-projects\n", point=_point(400, 300)), risky=True,
+                                    reason="Risky: it runs a command."))
+    click(qtbot, dialog.view)  # the person is in the window: their keys count, but not for this
+    dialog.approve_button.setFocus()
+    for key in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Select):
+        qtbot.keyClick(dialog.approve_button, key)
+        qtbot.keyClick(dialog, key)
+    qtbot.keyClick(dialog.text, Qt.Key.Key_Return)
+    assert dialog.got == [] and dialog.isVisible()
+    assert dialog.edit_hint.text() == RISKY_TAKES_A_CLICK
+    click(qtbot, dialog.approve_button)
     assert dialog.got == [(9, Decision("approve"))]
 
 

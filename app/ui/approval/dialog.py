@@ -1,26 +1,28 @@
 """The approval dialog: one step's screenshot with the target, the action in words, the model's thought and
 note, and the user's answer (approve, edit, skip, reject with feedback, stop). It sits on the target's
 monitor clear of the target, stays where it was between steps when it can, and the hider keeps it out of
-every screenshot. Closing it (or Esc) asks first: that would stop the task."""
+every screenshot. Closing it (or Esc) asks first: that would stop the task.
+
+It appears without taking the keyboard from the window the person is in, holds back what was not meant for it
+(input_guard.py), and gives the keyboard back after a decision (focus_return.py). A risky step is approved only
+by a click on Approve: no key approves it."""
 
 from __future__ import annotations
 
-import time
-
 from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
-from PySide6.QtWidgets import (
-    QDialog,
-    QWidget,
-)
+from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
 from app.ui import placement, shortcuts
+from app.ui.activation import set_show_without_activating
 from app.ui.approval import target as at
+from app.ui.approval.focus_return import FocusReturn
 from app.ui.approval.form import ApprovalForm
+from app.ui.approval.input_guard import InputGuard
 from app.ui.bridge.host import Delivered
 from app.ui.icons import app_icon
 from app.ui.screens import available_rect
@@ -31,6 +33,10 @@ AUTO_OFF = "Auto-approve is off."
 EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
              "move”), or press Edit and click in this picture.")
 EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in this picture."
+RISKY_TAKES_A_CLICK = "A risky step is approved only with a click on Approve: no key approves it."
+KEYS_HELD = ("Keys typed as this window appeared were held back (they looked meant for another window). Click "
+             "Approve, or click in this window once to use the keyboard here.")
+APPROVING_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space, Qt.Key.Key_Select)
 
 
 class ApprovalDialog(QDialog, ApprovalForm):
@@ -55,6 +61,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
         # screen, as on Wayland: see overlay.py): the hint names the one marker there is
         self.screen_marker = QGuiApplication.platformName() != "wayland"
         self.build_form(self)
+        self.guard = InputGuard(self, self._is_stop_key)
+        self.guard.held_back.connect(self._say_keys_held)
+        self.focus_return = FocusReturn(self._own_windows)
         self._wire()
         self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
         self.stop_shortcut.activated.connect(self.stop)
@@ -62,7 +71,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
 
     def _wire(self) -> None:
         self.view.marker_moved.connect(self._marker_moved)
-        self.text.returnPressed.connect(self.approve)
+        self.text.returnPressed.connect(self._approve_by_key)
         self.feedback.returnPressed.connect(self.reject_with_feedback)
         self.auto.toggled.connect(self._show_why)
         self.confirm_stop.clicked.connect(self.stop)
@@ -72,9 +81,15 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.reject_button.clicked.connect(self.reject_with_feedback)
         self.edit_button.toggled.connect(self._set_editing)
         self.approve_button.clicked.connect(self.approve)
-        self._shown_at, self._enter_ok = 0.0, True
         self.approve_button.installEventFilter(self)
         self.installEventFilter(self)
+
+    def _is_stop_key(self, event: QKeyEvent) -> bool:
+        return self.stop_shortcut.isEnabled() and QKeySequence(event.keyCombination()) == self.stop_shortcut.key()
+
+    def _own_windows(self) -> set[int]:
+        return {int(w.winId()) for w in QApplication.topLevelWidgets()
+                if w.isVisible() and w.testAttribute(Qt.WidgetAttribute.WA_WState_Created)}
 
     def set_stop_key(self, spec: str) -> None:
         """The one stop key (the settings' panic key) works here too, and the button says so."""
@@ -107,13 +122,13 @@ class ApprovalDialog(QDialog, ApprovalForm):
                                 else "Final answer:")
         self.text.setText("" if ask else getattr(action, "text", ""))
         self.text.setReadOnly(not ask)
-        # Enter approves ordinary steps, but not in the first moments (an Enter typed for another window must
-        # not approve a step nobody has seen), and never a risky one: that takes a click.
-        self._shown_at = time.monotonic()
-        self._enter_ok = not e.risky
-        self.approve_button.setDefault(self._enter_ok)
-        self.approve_button.setAutoDefault(self._enter_ok)
-        self.approve_button.setText("Answer (Enter)" if ask else "Approve (Enter)" if self._enter_ok else "Approve")
+        # Enter approves an ordinary step once the person has turned to this window (the guard); never a risky one
+        keys_approve = not e.risky
+        self.approve_button.setDefault(keys_approve)
+        self.approve_button.setAutoDefault(keys_approve)
+        self.approve_button.setText("Answer (Enter)" if ask else "Approve (Enter)" if keys_approve
+                                    else "Approve (click)")
+        self.approve_button.setToolTip("" if keys_approve else RISKY_TAKES_A_CLICK)
         self.edit_button.setEnabled(target_of(action) is not None or isinstance(action, (Write, Answer)))
         self.edit_button.setToolTip("" if self.edit_button.isEnabled() else
                                     "Nothing to change in this action: skip or reject it instead.")
@@ -129,17 +144,22 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._show_why()
         self.confirm.hide()
         self.avoid = at.keep_out(action, e)
+        if not self.isActiveWindow():
+            self.focus_return.remember()
+        self.guard.start()
         self._place()
-        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, False)  # the hider may have set it
+        # shown without taking the keyboard: the person may be typing in another window
+        set_show_without_activating(self)
         self.show()
         self.raise_()
-        self.activateWindow()
-        (self.text if ask else self.approve_button).setFocus()
+        (self.text if ask else self.view).setFocus()  # nothing that acts has the focus when keys start to count
 
     def _show_why(self) -> None:
         e = self.event_
-        if e is None or e.risky:
+        if e is None:
             self.why.setText("")
+        elif e.risky:
+            self.why.setText("Risky: approve with a click")
         elif e.reason != AUTO_OFF:
             self.why.setText(e.reason)
         elif self.auto.isChecked():
@@ -159,7 +179,10 @@ class ApprovalDialog(QDialog, ApprovalForm):
         assert r is not None
         self._last = r
         f = self._frame
-        self.setGeometry(QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom()))
+        geometry = QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom())
+        if geometry != self.geometry() or not self.isVisible():
+            self.guard.moved()  # a click aimed at what was here before must not land on this window
+        self.setGeometry(geometry)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -262,18 +285,26 @@ class ApprovalDialog(QDialog, ApprovalForm):
     def _auto_choice(self) -> bool | None:
         return self.auto.isChecked() if self.auto.isChecked() != self._auto_initial else None
 
-    ENTER_DELAY_S = 0.6
-
-    def _enter_blocked(self) -> bool:
-        return not self._enter_ok or time.monotonic() - self._shown_at < self.ENTER_DELAY_S
-
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        """Enter on the focused Approve button (or anywhere in the dialog but the answer field): see present()."""
-        if (event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)
-                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and obj is not self.text
-                and self._enter_blocked()):
+        """No key approves a risky step: not Space or Enter on the Approve button, nor Enter in the dialog."""
+        e = self.event_
+        if (event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent) and e is not None and e.risky
+                and (event.key() in APPROVING_KEYS if obj is self.approve_button
+                     else event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter))):
+            self.edit_hint.setText(RISKY_TAKES_A_CLICK)
             return True  # swallowed
         return super().eventFilter(obj, event)
+
+    def _say_keys_held(self) -> None:
+        self.edit_hint.setText(KEYS_HELD)
+
+    def _approve_by_key(self) -> None:
+        """Enter in the text field: approves an ordinary step (a risky one takes a click)."""
+        e = self.event_
+        if e is not None and e.risky and not isinstance(e.action, AskUser):
+            self.edit_hint.setText(RISKY_TAKES_A_CLICK)
+            return
+        self.approve()
 
     def approve(self) -> None:
         e = self.event_
@@ -301,15 +332,20 @@ class ApprovalDialog(QDialog, ApprovalForm):
             return
         if decision.kind != "stop":
             decision = Decision(decision.kind, decision.action, decision.feedback, self._auto_choice())
+        had_keyboard = self.isActiveWindow()
         self.event_ = None
         self.stop_shortcut.setEnabled(False)
+        self.guard.finish()
         self.hide()
+        if had_keyboard:
+            self.focus_return.give_back()
         self.decided.emit(e.step, decision)
 
     def withdraw(self) -> None:
         """The run ended or moved on without this dialog (stopped from elsewhere)."""
         self.event_ = None
         self.stop_shortcut.setEnabled(False)
+        self.guard.finish()
         self.hide()
 
     def ask_to_stop(self) -> None:
@@ -322,7 +358,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
 
     def _keep_waiting(self) -> None:
         self.confirm.hide()
-        self.approve_button.setFocus()
+        self.view.setFocus()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if QKeySequence(event.keyCombination()) == self.stop_shortcut.key():  # when no shortcut map caught it

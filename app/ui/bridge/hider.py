@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.domain.errors import CaptureError
+from app.ui.activation import set_show_without_activating
 
 log = logging.getLogger("deskhand.ui.hider")
 Reply = Callable[[list[int], float], None]
@@ -137,7 +138,7 @@ class WindowHider(QObject):
         hidden, self._hidden = self._hidden, []
         for w in hidden:
             if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup:  # a menu or tooltip stays closed
-                w.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, not activate)
+                set_show_without_activating(w, not activate)
                 w.show()
         active, self._active = self._active, None
         if activate and active is not None and active in hidden and active.isVisible():

@@ -1,5 +1,6 @@
 """Tasks that arrive while a run is busy (a second `deskhand "task"`, the quick task box): they wait in a list
-the status area shows, and when the run ends the first one is put in the task box and offered."""
+the status area shows, and when the run ends the first one is put in the task box and offered. A task already
+running or waiting is not queued again (an Enter pressed twice, a launcher clicked twice)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from app.ui.status_area import StatusArea
 KEY = "queued"
 
 
+def _same(task: str) -> str:
+    return " ".join(task.split()).casefold()
+
+
 def _quoted(task: str) -> str:
     one_line = " ".join(task.split())
     return "“" + escape(one_line if len(one_line) <= 90 else one_line[:87] + "…") + "”"
@@ -26,18 +31,40 @@ class TaskQueue(QObject):
         self.status, self.start, self.put_in_box = status, start, put_in_box
         self.waiting: collections.deque[str] = collections.deque()
         self.offered = ""
+        self.running = ""  # the task of the run under way, if any
 
-    def add(self, task: str) -> None:
+    def add(self, task: str) -> bool:
+        """Queue `task`; False (and a word in the status area) when it is already running or waiting."""
+        if self.running and _same(task) == _same(self.running):
+            self.status.show_message(f"<b>That task is already running:</b> {_quoted(task)}. It was not queued "
+                                     "again.", "info", "queued-twice")
+            return False
+        if any(_same(task) == _same(t) for t in self.waiting):
+            self.status.show_message(f"<b>That task is already waiting:</b> {_quoted(task)}. It was not queued "
+                                     "again.", "info", "queued-twice")
+            return False
         self.waiting.append(task)
         self._show_waiting()
+        return True
 
     def _show_waiting(self) -> None:
         if not self.waiting:
             self.status.remove(KEY)
             return
         more = f" (and {len(self.waiting) - 1} more)" if len(self.waiting) > 1 else ""
+        actions = [("Discard", self.discard)]
+        if len(self.waiting) > 1:
+            actions.append((f"Discard all {len(self.waiting)}", self.discard_all))
         self.status.show_message(f"<b>Next task, waiting for this one to end:</b> {_quoted(self.waiting[0])}{more}",
-                                 "info", KEY, [("Discard", self.discard)])
+                                 "info", KEY, actions)
+
+    def discard_all(self) -> None:
+        self.waiting.clear()
+        self._show_waiting()
+
+    def count(self) -> int:
+        """Tasks that would be lost if Deskhand quit now (waiting, or offered and not started)."""
+        return len(self.waiting) + (1 if self.offered else 0)
 
     def discard(self) -> None:
         if self.offered:  # "Not now": it stays in the task box; the next one, if any, is offered
@@ -52,6 +79,8 @@ class TaskQueue(QObject):
     def run_ended(self, how: str = "") -> None:
         """Offer the first waiting task: in the task box, with a button to start it. `how`: how the run that
         just ended ended, in a few words (the outcome's own message is one click away)."""
+        self.running = ""
+        self.status.remove("queued-twice")
         if not self.waiting:
             return
         self.offered = self.waiting.popleft()
@@ -61,8 +90,9 @@ class TaskQueue(QObject):
         self.status.show_message(f"{lead}<b>The task that waited is ready:</b> {_quoted(self.offered)}{more}", "info",
                                  KEY, [("Start it", self._start_offered), ("Not now", self.discard)])
 
-    def run_started(self) -> None:
+    def run_started(self, task: str) -> None:
         """A run began (the offered task, or another the user chose instead): the offer no longer holds."""
+        self.running = task
         if self.offered:
             self.offered = ""
             self.status.remove(KEY)

@@ -182,7 +182,7 @@ class Application(QObject):
             self.queue.add(task)  # it waits, visibly, and is offered when the run ends
             return False
         self.presenter.begin(self.settings.approval_policy == "auto_approve_safe")
-        self.queue.run_started()
+        self.queue.run_started(task)
         return True
 
     def _run_finished(self, e: ev.RunFinished) -> None:
@@ -328,16 +328,25 @@ class Application(QObject):
             self.request_quit()
 
     def request_quit(self) -> None:
-        """Quit from the menu, the tray or the window: during a run, ask first."""
-        if not self.presenter.running:
+        """Quit from the menu, the tray or the window: during a run, or with tasks waiting, ask first."""
+        waiting = self.queue.count()
+        if not self.presenter.running and not waiting:
             self.quit()
             return
         if self.quit_box is not None and self.quit_box.isVisible():
             self.quit_box.raise_()
             return
         self.main.show_and_raise()
-        self.quit_box = ask(self.main, "Quit Deskhand?", "<b>A task is running.</b> Stop it and quit Deskhand?",
-                            "Stop and quit", "Keep working", self.quit)
+        lost = f"{waiting} waiting task{'s' if waiting != 1 else ''}"
+        if self.presenter.running:
+            text = "<b>A task is running.</b> Stop it and quit Deskhand?"
+            if waiting:
+                text += f" The {lost} will not be run."
+            yes = "Stop and quit"
+        else:
+            text = f"<b>{lost[0].upper()}{lost[1:]} will not be run.</b> Quit Deskhand anyway?"
+            yes = "Quit"
+        self.quit_box = ask(self.main, "Quit Deskhand?", text, yes, "Keep working", self.quit)
 
     def quit(self) -> None:
         self.shutdown()
