@@ -6,6 +6,8 @@ keys recorded, not typed; windows centred first and kept inside the screen; plai
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication
@@ -216,6 +218,25 @@ def test_quitting_during_a_run_asks_first(qtbot, make_app):
     with qtbot.waitSignal(app.quit_done, timeout=10000):
         stop.click()
     assert not app.host.worker._thread.is_alive()
+
+
+def test_no_approval_window_appears_over_an_open_question(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500}])
+    app.engine.gate = threading.Event()  # the proposal arrives while the question is open
+    app.start()
+    assert app.start_task("Press OK")
+    app.main.quit_requested.emit()
+    box = app.quit_box
+    assert box is not None and box.isVisible()
+    app.engine.gate.set()
+    qtbot.waitUntil(lambda: app.presenter.last_proposal is not None, timeout=20000)
+    qtbot.wait(200)  # (nothing to wait for: the window must not come)
+    assert not app.dialog.isVisible() and box.isVisible()
+    next(b for b in box.buttons() if b.text() == "Keep working").click()
+    qtbot.waitUntil(app.dialog.isVisible, timeout=5000)  # answered: now the step asks
+    assert app.dialog.event_.step == 1
+    with qtbot.waitSignal(app.presenter.finished, timeout=10000):
+        app.presenter.stop()
 
 
 def test_pause_answers_at_once_and_a_stopped_step_says_stopped(qtbot, make_app):

@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
     QDialogButtonBox,
     QLabel,
@@ -108,9 +109,22 @@ def ask(parent: QWidget, title: str, text: str, yes: str, no: str, on_yes: Calla
     accept = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
     box.addButton(no, QMessageBox.ButtonRole.RejectRole)
     box.setDefaultButton(accept)
+    box.setProperty(QUESTION, True)
     box.finished.connect(lambda _: on_yes() if box.clickedButton() is accept else None)
     box.open()
     return box
+
+
+QUESTION = "deskhand_question"
+
+
+def open_question(held: Callable[[QWidget], bool] = lambda w: False) -> QMessageBox | None:
+    """A question asked with ask() that is still open (no approval window may appear over it); `held`: whether
+    a window is only out of the way for a screenshot, to come back."""
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QMessageBox) and w.property(QUESTION) and (w.isVisible() or held(w)):
+            return w
+    return None
 
 
 class CrashDialog(QDialog):

@@ -16,7 +16,7 @@ from app.ui import placement
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.approval.marker import TargetOverlay
 from app.ui.bridge.host import AgentHost, Delivered
-from app.ui.messages import OUTCOME_HEADS, error_html, escape, outcome_html
+from app.ui.messages import OUTCOME_HEADS, error_html, escape, open_question, outcome_html
 from app.ui.run.activity import PHASE_WORDS, RunActivity
 from app.ui.run.window import MainWindow
 from app.ui.shell.tray import Tray
@@ -49,6 +49,7 @@ class RunPresenter(QObject):
         self.run_id = 0
         self.last_proposal: ev.StepProposed | None = None
         self.main_stepped_aside = False
+        self._deferred: tuple[Delivered, ev.StepProposed] | None = None  # a step held while a question is open
         self.activity = RunActivity(self)
         self.activity.changed.connect(self._activity_changed)
         self._queue: collections.deque[Delivered] = collections.deque()
@@ -146,6 +147,25 @@ class RunPresenter(QObject):
                  "asks" if e.needs_decision else "auto")
         if not e.needs_decision:
             return
+        question = open_question(self.host.hider.holds)
+        if question is not None:  # the approval window would appear over it and take the click meant for it
+            self._deferred = (d, e)
+            question.finished.connect(self._present_deferred)
+            log.info("step %s waits until the open question is answered", e.step)
+            return
+        self._present(d, e)
+
+    def _present_deferred(self) -> None:
+        """The question was answered: the step that waited is shown, unless the run ended (or Quit began)."""
+        question = open_question(self.host.hider.holds)
+        if question is not None:  # another one is open now: wait for that one too
+            question.finished.connect(self._present_deferred)
+            return
+        held, self._deferred = self._deferred, None
+        if held is not None and self.running and not self.host.hider.closing.is_set():
+            self._present(*held)
+
+    def _present(self, d: Delivered, e: ev.StepProposed) -> None:
         self.dialog.present(d, self.auto_approve)
         self._step_aside(self.dialog.avoid)
         if e.target_screen is not None:
@@ -197,6 +217,7 @@ class RunPresenter(QObject):
     def _finished(self, e: ev.RunFinished) -> None:
         self.flush()
         log.info("run %s finished: %s (%s steps) %s", e.run_id, e.outcome, e.steps, e.message.replace("\n", " "))
+        self._deferred = None
         self.dialog.withdraw()
         self.overlay.clear()
         self._come_back()
