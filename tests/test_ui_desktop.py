@@ -10,8 +10,10 @@ import subprocess
 import threading
 import time
 
+import mss
 import pytest
-from PySide6.QtCore import Qt
+from PIL import Image
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QApplication
 
 from app.agent.recorder import connect, list_runs, run_steps
@@ -20,7 +22,6 @@ from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui import placement
 from app.ui.approval import input_guard
-from app.ui.approval.marker import RADIUS
 from app.ui.shell.application import Application
 from tests.desktop import Target, missing_tools
 from tests.scripted_engine import ScriptedEngine
@@ -60,6 +61,32 @@ class Seen:
                 self.all.append(self.target.events.get_nowait())
             except queue.Empty:
                 return [e["event"] for e in self.all]
+
+
+class Releases(QObject):
+    """Counts the mouse releases a real widget receives (what the test waits on)."""
+
+    def __init__(self, widget) -> None:
+        super().__init__()
+        self.widget, self.count = widget, 0
+
+    def __enter__(self) -> Releases:
+        self.widget.installEventFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.widget.removeEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        self.count += event.type() == QEvent.Type.MouseButtonRelease
+        return False
+
+
+def mean_distance(a: Image.Image, b: Image.Image) -> float:
+    """The mean per-channel difference of two same-sized RGB images (the model's screenshot went through JPEG)."""
+    import numpy as np
+
+    return float(np.abs(np.asarray(a, dtype=np.int16) - np.asarray(b.convert("RGB"), dtype=np.int16)).mean())
 
 
 def model(x: float, y: float) -> tuple[float, float]:
@@ -133,18 +160,27 @@ def test_a_run_approved_edited_rejected_and_stopped_in_the_dialog(qtbot, desktop
     frame = app.dialog.frameGeometry()
     assert not placement.Rect(frame.x(), frame.y(), frame.width(), frame.height()).intersects(
         placement.keep_out([(bx, by)], 60))
-    desktop.run("xdotool", "mousemove", str(bx), str(by), "click", "1")  # through the marker onto the button
-    qtbot.waitUntil(lambda: seen.names().count("clicked") == 1, timeout=5000)
+    # the marker's middle shows what is beneath it (the step's screenshot), but takes a click there itself
+    with mss.MSS() as grabber:
+        shot = grabber.grab({"left": bx - 5, "top": by - 5, "width": 11, "height": 11})
+    on_screen = Image.frombytes("RGB", shot.size, shot.rgb)
+    seen_by_model = engine.seen[0].image.crop((bx - 5, by - 5, bx + 6, by + 6))
+    assert mean_distance(on_screen, seen_by_model) < 40  # (the marker shows it through a JPEG: text blurs)
+    assert max(abs(a - b) for a, b in zip(on_screen.getpixel((5, 5)), seen_by_model.getpixel((5, 5)), strict=True)) < 12
+    with Releases(app.overlay) as marker_clicks:
+        desktop.run("xdotool", "mousemove", str(bx), str(by), "click", "1")  # on the marker, over the button
+        qtbot.waitUntil(lambda: marker_clicks.count == 1, timeout=5000)  # the marker took it
+    assert app.overlay.target == (bx, by) and not app.dialog.edit_button.isChecked()  # and moved nothing
     qtbot.keyClick(app.dialog, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: seen.names().count("clicked") == 2, timeout=15000)
+    qtbot.waitUntil(lambda: seen.names().count("clicked") == 1, timeout=15000)
 
     # step 2: drag the cross-hair on the real screen (the one marker that can be dragged) onto the pad
     wait_dialog(qtbot, app, 2)
     assert "drag the pink cross-hair on the screen" in app.dialog.edit_hint.text()
     cx, cy = app.overlay.centre_global().toTuple()
     px, py = target.centre("pad")
-    desktop.run("xdotool", "mousemove", str(cx + RADIUS), str(cy), "mousedown", "1")  # the ring, not its hole
-    desktop.run("xdotool", "mousemove", str(px + RADIUS - 40), str(py + 20), "mousemove", str(px + RADIUS), str(py))
+    desktop.run("xdotool", "mousemove", str(cx), str(cy), "mousedown", "1")  # grabbed by its very middle
+    desktop.run("xdotool", "mousemove", str(px - 40), str(py + 20), "mousemove", str(px), str(py))
     desktop.run("xdotool", "mouseup", "1")
     qtbot.waitUntil(lambda: app.overlay.target == (px, py), timeout=5000)
     assert app.overlay.centre_global().toTuple() == (px, py)
@@ -175,7 +211,7 @@ def test_a_run_approved_edited_rejected_and_stopped_in_the_dialog(qtbot, desktop
         qtbot.keyClick(app.dialog, Qt.Key.Key_Escape, Qt.KeyboardModifier.ShiftModifier)
     assert finished.args[0].outcome == "stopped"
     assert len(engine.seen) == 6 and not app.overlay.isVisible() and not app.dialog.isVisible()
-    assert seen.names().count("clicked") == 2  # the stopped click was not performed
+    assert seen.names().count("clicked") == 1  # no click went through the marker; the stopped one was not made
     assert app.main.steps.decisions() == {1: "approved", 2: "edited", 3: f"rejected: “{rejection}”",
                                           4: "approved", 5: "approved", 6: "stopped"}
 

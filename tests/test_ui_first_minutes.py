@@ -97,6 +97,37 @@ def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot,
     qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()))
 
 
+def test_an_error_outranks_information_and_saved_is_not_said_when_part_was_not_saved(qtbot, make_app,
+                                                                                     memory_keyring):
+    import keyring
+    from keyring.backends.null import Keyring as NoKeyring
+
+    app = make_app()
+    app.start()
+    keyring.set_keyring(NoKeyring())  # no secret store on this computer
+    app.open_settings()
+    app.settings_dialog.engine.key.setText("sk-local-123")  # the "Server API key" field
+    app.settings_dialog.save()
+    qtbot.waitUntil(lambda: app.main.status.has("api-key"), timeout=5000)
+    done: list[bool] = []
+    app.background.run(lambda: None, lambda _: done.append(True))  # after the settings' write and its message
+    qtbot.waitUntil(lambda: bool(done), timeout=5000)
+    error = app.main.status.current()
+    assert error.kind == "error" and "model server API key" in error.text and "access token" not in error.text
+    assert "The other settings were saved, but:" in error.text
+    assert not any("Settings saved" in t for t in app.main.status.texts())
+    app.main.status.show_message("Something to know.", "info", "note")  # later, lesser news waits behind it
+    assert app.main.status.current().key == "api-key"
+
+    keyring.set_keyring(memory_keyring)  # the store is back: saving again removes the error with its cause
+    app.open_settings()
+    app.settings_dialog.engine.key.setText("sk-local-123")
+    app.settings_dialog.save()
+    qtbot.waitUntil(lambda: not app.main.status.has("api-key"), timeout=5000)
+    qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()), timeout=5000)
+    assert memory_keyring.store[("Deskhand", "model-server-api-key")] == "sk-local-123"
+
+
 def test_the_run_shows_its_phase_and_clock_while_the_model_works(qtbot, make_app):
     app = make_app()
     app.start()

@@ -1,4 +1,5 @@
-"""Secrets (the access token for gated model repositories) in the system keyring; never in files or logs."""
+"""Secrets (the access token for gated model repositories, a model server's API key) in the system keyring;
+never in files or logs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ HF_TOKEN = "huggingface-token"
 REMOTE_API_KEY = "model-server-api-key"  # the remote engine's key (vLLM --api-key)
 NO_KEYRING_TODO = ("Install and unlock a secret store (GNOME Keyring or KWallet on Linux; macOS and Windows have "
                    "one built in), then try again.")
+
+
+WHAT = {HF_TOKEN: "Hugging Face access token", REMOTE_API_KEY: "model server API key"}
+
+
+def what(name: str) -> str:
+    """The secret in the words of the field it was typed in."""
+    return WHAT.get(name, "secret")
 
 
 class SecretStoreError(DeskhandError):
@@ -41,9 +50,9 @@ def backend() -> Backend:
     return Backend(name, True, "stores secrets in a plain file (keyrings.alt)" if plain else "system secret store")
 
 
-def _store_error(action: str, exc: Exception) -> SecretStoreError:
-    return SecretStoreError(f"The access token could not be {action}: no usable secret store ({type(exc).__name__}).",
-                            NO_KEYRING_TODO)
+def _store_error(action: str, exc: Exception, name: str) -> SecretStoreError:
+    return SecretStoreError(f"The {what(name)} could not be {action}: no usable secret store "
+                            f"({type(exc).__name__}).", NO_KEYRING_TODO)
 
 
 def get_secret(name: str = HF_TOKEN) -> str | None:
@@ -55,7 +64,7 @@ def get_secret(name: str = HF_TOKEN) -> str | None:
     try:
         value = keyring.get_password(SERVICE, name)
     except KeyringError as exc:
-        raise _store_error("read", exc) from None
+        raise _store_error("read", exc, name) from None
     return value or None
 
 
@@ -65,14 +74,15 @@ def set_secret(value: str, name: str = HF_TOKEN) -> None:
 
     value = value.strip()
     if not value:
-        raise DeskhandError("The access token is empty.", "Paste the token (it starts with “hf_”) and try again.")
+        todo = "Paste the token (it starts with “hf_”) and try again." if name == HF_TOKEN else "Type it and try again."
+        raise DeskhandError(f"The {what(name)} is empty.", todo)
     if not backend().usable:
-        raise SecretStoreError("There is no secure secret store on this computer to keep the access token.",
+        raise SecretStoreError(f"There is no secure secret store on this computer to keep the {what(name)}.",
                                NO_KEYRING_TODO)
     try:
         keyring.set_password(SERVICE, name, value)
     except KeyringError as exc:
-        raise _store_error("saved", exc) from None
+        raise _store_error("saved", exc, name) from None
 
 
 def delete_secret(name: str = HF_TOKEN) -> bool:
@@ -87,5 +97,5 @@ def delete_secret(name: str = HF_TOKEN) -> bool:
     except PasswordDeleteError:
         return False
     except KeyringError as exc:
-        raise _store_error("removed", exc) from None
+        raise _store_error("removed", exc, name) from None
     return True

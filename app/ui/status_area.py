@@ -1,6 +1,7 @@
 """One status area for a window: it shows one message at a time (what happened and what to do, with its
 buttons), replaces a message of the same key, drops a message once it no longer holds, and always keeps the
-same height, so nothing below it moves under the pointer. With no message it shows the run's state."""
+same height, so nothing below it moves under the pointer. With no message it shows the run's state. An error
+outranks everything else: a newer message waits behind it (one click on "more" away) rather than cover it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ STYLES = {  # background, text
     "error": ("#fee2e2", "#7f1d1d"),
     "state": ("transparent", "palette(window-text)"),
 }
+RANK = {"error": 2}  # an error is shown before anything else; the rest (warning, info, success) rank 1
 Actions = list[tuple[str, Callable[[], None]]]
 _auto_keys = itertools.count(1)
 
@@ -96,16 +98,23 @@ class StatusArea(QFrame):
         expires = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         msg = Message(key, text, kind, list(actions or []), expires)
         self._messages.append(msg)
-        self._shown = msg
+        self._shown = self._first()
         self._render()
         return msg
+
+    def _first(self) -> Message | None:
+        """The newest of the highest-ranked messages."""
+        if not self._messages:
+            return None
+        top = max(RANK.get(m.kind, 1) for m in self._messages)
+        return next(m for m in reversed(self._messages) if RANK.get(m.kind, 1) == top)
 
     def remove(self, key: str) -> None:
         before = len(self._messages)
         self._messages = [m for m in self._messages if m.key != key]
         if len(self._messages) != before:
             if self._shown is not None and self._shown.key == key:
-                self._shown = self._messages[-1] if self._messages else None
+                self._shown = self._first()
             self._render()
 
     def has(self, key: str) -> bool:

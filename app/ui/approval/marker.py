@@ -1,11 +1,12 @@
 """The on-screen marker at the real target while a step waits for approval: the one cross-hair Deskhand shows,
 and the one marker that can be dragged (the pictures in the windows show the target as a spot). Always on
-top, never focused, shaped to the marker so it needs no compositor; the hole in its middle lets a click
-through to the target. The hider takes it off the screen during capture and execution."""
+top, never focused, shaped to the marker so it needs no compositor. Its middle shows the step's screenshot of
+what lies beneath rather than being a hole: a click there grabs the marker and never reaches the target while
+the step waits. The hider takes it off the screen during capture and execution."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QBitmap,
     QColor,
@@ -15,6 +16,7 @@ from PySide6.QtGui import (
     QImage,
     QMouseEvent,
     QPainter,
+    QPainterPath,
     QPaintEvent,
     QRegion,
 )
@@ -24,6 +26,8 @@ from app.ui.screens import to_logical, to_native
 from app.ui.screenshot_view import draw_marker
 
 RADIUS = 18
+INNER = RADIUS - 2  # the middle, inside the ring's white edge
+NO_BACKDROP = QColor("#e5e7eb")  # the middle when there is no screenshot to show there
 PAD = 30  # room around the ring for the cross-hair arms and the outline
 DRAG_HINT = "drag to move"
 
@@ -41,9 +45,16 @@ class TargetOverlay(QWidget):
         self._label = ""
         self._label_left = False
         self._grab: QPoint | None = None  # where in the window the user holds it
+        self._grabbed_at: tuple[int, int] | None = None  # the target when it was grabbed
         self._words: str = ""
         self._away: QRect | None = None  # what point_at was given: the label is placed again after a drag
         self.target: tuple[int, int] | None = None  # input coordinates
+        self._backdrop: QImage | None = None  # the step's screenshot, unscaled
+        self._monitor = (0, 0, 1, 1)  # where it lies, input coordinates (left, top, width, height)
+
+    def set_backdrop(self, screenshot: QImage | None, monitor: tuple[int, int, int, int]) -> None:
+        """The screenshot the step was proposed on: the marker's middle shows it at the target."""
+        self._backdrop, self._monitor = screenshot, monitor
 
     def _label_font(self) -> QFont:
         font = QFont(self.font())
@@ -87,6 +98,7 @@ class TargetOverlay(QWidget):
     def _render(self, painter: QPainter) -> None:
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         centre = self._centre()
+        self._render_middle(painter, centre)
         draw_marker(painter, centre, RADIUS)
         if self._label:
             painter.setFont(self._label_font())
@@ -98,6 +110,25 @@ class TargetOverlay(QWidget):
             painter.setBrush(QColor(20, 24, 32))
             painter.drawRoundedRect(box, 5, 5)
             painter.drawText(box, Qt.AlignmentFlag.AlignCenter, self._label)
+
+    def _render_middle(self, painter: QPainter, centre: QPointF) -> None:
+        """What lies under the middle, from the screenshot (opaque: it is part of the window's shape)."""
+        spot = QRectF(centre.x() - INNER, centre.y() - INNER, 2 * INNER, 2 * INNER)
+        path = QPainterPath()
+        path.addEllipse(spot)
+        painter.save()
+        painter.setClipPath(path)
+        painter.fillRect(spot, NO_BACKDROP)
+        image = self._backdrop
+        if image is not None and self.target is not None:
+            left, top, width, _ = self._monitor
+            per_input = image.width() / max(1, width)  # screenshot pixels per input pixel
+            scale = per_input * self.devicePixelRatioF()  # ... per logical pixel of this window
+            px, py = (self.target[0] - left) * per_input, (self.target[1] - top) * per_input
+            half = INNER * scale
+            crop = image.copy(QRect(round(px - half), round(py - half), round(2 * half), round(2 * half)))
+            painter.drawImage(spot, crop)
+        painter.restore()
 
     def _shape(self) -> QRegion:
         image = QImage(self.size(), QImage.Format.Format_ARGB32_Premultiplied)
@@ -115,13 +146,17 @@ class TargetOverlay(QWidget):
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if event.button() == Qt.MouseButton.LeftButton and self.target is not None:
             self._grab = event.position().toPoint()
+            self._grabbed_at = self.target
             self.setCursor(Qt.CursorShape.ClosedHandCursor)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         if self._grab is not None:
             self.move(event.globalPosition().toPoint() - self._grab)
-            self.target = to_native(self.centre_global())
-            self.moving.emit(*self.target)
+            target = to_native(self.centre_global())
+            if target != self.target:
+                self.target = target
+                self.update()  # the middle shows what is under its new place
+                self.moving.emit(*target)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         if self._grab is None:
@@ -129,13 +164,14 @@ class TargetOverlay(QWidget):
         self.mouseMoveEvent(event)
         self._grab = None
         self.setCursor(Qt.CursorShape.OpenHandCursor)
-        if self.target is not None:
+        if self.target is not None and self.target != self._grabbed_at:  # a click that did not drag moves nothing
             self.point_at(*self.target, self._words, self._away)  # the words on the side where they fit
             self.moved.emit(*self.target)
 
     def clear(self) -> None:
         self.target = None
         self._grab = None
+        self._backdrop = None
         self.hide()
 
     def centre_global(self) -> QPoint:

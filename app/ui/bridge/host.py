@@ -39,6 +39,7 @@ class Delivered:
     thumb: QImage | None = None
     zoom: QImage | None = None  # StepProposed: the screenshot's pixels around the target, unscaled
     zoom_origin: tuple[int, int] = (0, 0)  # where the close-up starts, in screenshot pixels
+    screen: QImage | None = None  # StepProposed with a target: the whole screenshot, unscaled (the marker's middle)
 
 
 def _qimage(img: Image.Image) -> QImage:
@@ -55,9 +56,10 @@ def decode(event: ev.Event, data: bytes) -> Delivered:
             full = opened.convert("RGB")
     except (OSError, ValueError):
         return Delivered(event)
-    zoom, origin = None, (0, 0)
+    zoom, origin, screen = None, (0, 0), None
     target = getattr(event, "target_pixels", None)
     if target is not None:
+        screen = _qimage(full)
         w, h = min(ZOOM[0], full.width), min(ZOOM[1], full.height)
         x0 = min(max(0, int(target[0]) - w // 2), full.width - w)
         y0 = min(max(0, int(target[1]) - h // 2), full.height - h)
@@ -66,7 +68,7 @@ def decode(event: ev.Event, data: bytes) -> Delivered:
     if view.width > VIEW_WIDTH:
         view = view.resize((VIEW_WIDTH, round(view.height * VIEW_WIDTH / view.width)), Image.Resampling.LANCZOS)
     thumb = view.resize((THUMB_WIDTH, max(1, round(view.height * THUMB_WIDTH / view.width))), Image.Resampling.BOX)
-    return Delivered(event, _qimage(view), _qimage(thumb), zoom, origin)
+    return Delivered(event, _qimage(view), _qimage(thumb), zoom, origin, screen)
 
 
 class AgentHost(QObject):

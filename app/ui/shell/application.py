@@ -70,6 +70,7 @@ class Application(QObject):
         self.history: HistoryWindow | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.quit_box: QMessageBox | None = None
+        self._unsaved_secrets: list[tuple[str, BaseException]] = []  # keyring failures of the save under way
         self._closed = False
         self._wire()
         self.apply_keys()
@@ -283,7 +284,10 @@ class Application(QObject):
         def saved(_: object) -> None:
             self.warnings = ()
             self.main.status.remove("settings")
-            if not quiet:
+            unsaved, self._unsaved_secrets = self._unsaved_secrets, []
+            for key, exc in unsaved:  # "saved" would not be the whole truth: the error says what was
+                self.main.status.show_message(error_html(exc, "The other settings were saved, but:"), "error", key)
+            if not unsaved and not quiet:
                 self.main.status.show_message("Settings saved. They apply from the next task.", "success",
                                               "settings", timeout_ms=6000)
             if self.hotkey is not None and settings.quick_task_hotkey != previous.quick_task_hotkey:
@@ -298,26 +302,33 @@ class Application(QObject):
         self.background.run(lambda: save_settings(self.paths.settings_file, settings), saved, failed)
 
     def _save_token(self, token: str) -> None:
-        def store() -> None:
-            from app.setup import secrets
+        from app.setup import secrets
 
-            secrets.set_secret(token) if token else secrets.delete_secret()
-
-        def failed(exc: BaseException) -> None:
-            self.main.status.show_message(error_html(exc), "error", "token")
-
-        self.background.run(store, lambda _: log.info("access token stored in the keyring"), failed)
+        self._save_secret(token, secrets.HF_TOKEN, "token")
 
     def _save_api_key(self, key: str) -> None:
-        def store() -> None:
-            from app.setup import secrets
+        from app.setup import secrets
 
-            secrets.set_secret(key, secrets.REMOTE_API_KEY)
+        self._save_secret(key, secrets.REMOTE_API_KEY, "api-key")
+
+    def _save_secret(self, value: str, name: str, key: str) -> None:
+        """Into the keyring, before the settings that came with it (one background thread: in order). A failure
+        is said with the settings' own message, which then does not claim that everything was saved; a later
+        success removes it."""
+        from app.setup import secrets
+
+        def store() -> None:
+            secrets.set_secret(value, name) if value else secrets.delete_secret(name)
+
+        def stored(_: object) -> None:
+            log.info("%s %s the keyring", secrets.what(name), "stored in" if value else "removed from")
+            self.main.status.remove(key)
 
         def failed(exc: BaseException) -> None:
-            self.main.status.show_message(error_html(exc), "error", "api-key")
+            self._unsaved_secrets.append((key, exc))
+            self.main.status.show_message(error_html(exc), "error", key)
 
-        self.background.run(store, lambda _: log.info("model server API key stored in the keyring"), failed)
+        self.background.run(store, stored, failed)
 
     # ------------------------------------------------------------------ closing
     def _main_closed(self) -> None:

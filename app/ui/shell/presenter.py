@@ -169,6 +169,7 @@ class RunPresenter(QObject):
         self.dialog.present(d, self.auto_approve)
         self._step_aside(self.dialog.avoid)
         if e.target_screen is not None:
+            self.overlay.set_backdrop(d.screen, e.monitor_geometry)
             self.overlay.point_at(*e.target_screen, short_label(e), self.dialog.frameGeometry())
         else:
             self.overlay.clear()
