@@ -91,7 +91,7 @@ def _unreadable_case(folder: Path) -> None:
 def test_saving_an_invalid_hotkey_is_refused(tmp_path):
     from app.domain.errors import SettingsError
 
-    with pytest.raises(SettingsError, match="panic hotkey"):
+    with pytest.raises(SettingsError, match=r"the stop key \(panic_hotkey\)"):
         save_settings(tmp_path / "s.json", Settings(panic_hotkey="garbage+++"))
 
 

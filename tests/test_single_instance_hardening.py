@@ -105,6 +105,24 @@ def test_without_xdg_runtime_dir_the_socket_is_in_a_private_folder_of_this_user(
     assert Path(server_name()).parent == folder
 
 
+def test_each_profile_has_its_own_instance(qtbot, monkeypatch, tmp_path):
+    """A second profile (another XDG_CONFIG_HOME) starts beside the first instead of handing its tasks to it."""
+    monkeypatch.delenv("DESKHAND_HOME", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "work-profile"))
+    work = InstanceServer(server_name())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home-profile"))
+    home = InstanceServer(server_name())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "work-profile"))
+    again = InstanceServer(server_name())
+    try:
+        assert work.listen()
+        assert home.listen()  # the other profile is not "already running"
+        assert not again.listen()  # the same profile is: a later launch hands over to it
+    finally:
+        for server in (work, home, again):
+            server.server.close()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a folder owned by another user needs root")
 def test_a_folder_another_user_made_under_our_name_is_not_used(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)

@@ -121,6 +121,7 @@ def test_invalid_values_are_not_saved(qtbot, paths):
     d.panic.set_spec("<ctrl>+<alt>+<space>")  # the same as the quick-task keys
     d.save()
     assert got == [] and "both Ctrl+Alt+Space: they must differ" in d.problem.text()
+    assert d.problem.text().count("differ") == 1 and "panic" not in d.problem.text().lower()  # said once, in its words
     assert d.tabs.currentIndex() == 1  # the Shortcuts tab, where the problem is
     assert not paths.settings_file.exists()
     d.panic.set_spec("<shift>+<esc>")
@@ -236,6 +237,12 @@ def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recor
     assert [r["id"] for r in list_runs(con)] == [cut]
     con.close()
     assert not (paths.runs / str(done)).exists()
+    qtbot.keyClick(h.table, Qt.Key.Key_Escape)  # Esc closes it
+    qtbot.waitUntil(lambda: not h.isVisible())
+    app.open_history()
+    qtbot.waitUntil(h.isVisible)
+    qtbot.keyClick(h.table, Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier)  # and so does Ctrl+W
+    qtbot.waitUntil(lambda: not h.isVisible())
 
 
 def test_recent_tasks_come_from_the_record(qtbot, make_app, recorded):

@@ -26,13 +26,13 @@ log = logging.getLogger("deskhand.instance")
 
 
 def server_name(base_dir: str | None = None) -> str:
-    """Per user, and per base folder when one is given (tests and portable installs run side by side)."""
+    """Per user and per profile: the settings folder (a base folder, $DESKHAND_HOME or $XDG_CONFIG_HOME), so a
+    second profile runs beside the first instead of handing its tasks to it."""
+    from app.domain.paths import default_paths
+
     user = str(os.getuid()) if hasattr(os, "getuid") else getpass.getuser()
-    suffix = ""
-    base = base_dir or os.environ.get("DESKHAND_HOME")
-    if base:
-        suffix = "-" + hashlib.sha1(str(Path(base).expanduser().resolve()).encode()).hexdigest()[:10]
-    name = f"deskhand-{user}{suffix}"
+    profile = str(default_paths(base_dir or None).config.expanduser().resolve())
+    name = f"deskhand-{user}-{hashlib.sha1(profile.encode()).hexdigest()[:10]}"
     if sys.platform.startswith("win"):
         return name  # a named pipe
     return str(private_dir() / f"{name}.sock")

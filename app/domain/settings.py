@@ -123,11 +123,22 @@ def validate(s: Settings) -> list[str]:
         problems.append("settle timeout cannot be negative, and at least one still frame is needed")
     if s.retention_days < 0:
         problems.append("retention cannot be negative")
-    for label, spec in (("panic hotkey", s.panic_hotkey), ("quick-task hotkey", s.quick_task_hotkey)):
-        if problem := hotkey_problem(spec):
-            problems.append(f"{label}: {problem}")
+    problems += hotkey_problems(s)
+    return problems
+
+
+HOTKEY_FIELDS = (("panic_hotkey", "the stop key"), ("quick_task_hotkey", "the quick task key"))
+
+
+def hotkey_problems(s: Settings) -> list[str]:
+    """The keys' problems in the words of the Settings window (its fields: "Stop the task", "Quick task box"),
+    with the settings file's names for those who edit it."""
+    problems = []
+    for name, label in HOTKEY_FIELDS:
+        if problem := hotkey_problem(getattr(s, name)):
+            problems.append(f"{label} ({name}): {problem}")
     if s.panic_hotkey == s.quick_task_hotkey:
-        problems.append("the panic and quick-task hotkeys must differ")
+        problems.append("the stop key and the quick task key must differ")
     return problems
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QStandardPaths, Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QImage
+from PySide6.QtGui import QDesktopServices, QImage, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -87,6 +87,13 @@ def _when(ts: float | None) -> str:
 
 
 class HistoryWindow(QWidget):
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Esc and the platform's close key (Ctrl+W) close it, as they close a browser's history."""
+        if event.key() == Qt.Key.Key_Escape or event.matches(QKeySequence.StandardKey.Close):
+            self.close()
+            return
+        super().keyPressEvent(event)
+
     def __init__(self, store: HistoryStore, background: Background, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.store, self.background = store, background

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, validate
+from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, hotkey_problems, validate
 from app.ui import shortcuts
 from app.ui.icons import app_icon
 from app.ui.settings.engine import EngineFields
@@ -343,7 +343,8 @@ class SettingsDialog(QDialog):
             retention_days=self.retention.value(), private_mode=self.private.isChecked()))
 
     def problems(self, s: Settings) -> list[str]:
-        out = validate(s)
+        keys = set(hotkey_problems(s))  # said below, once, in the fields' own words
+        out = [p for p in validate(s) if p not in keys]
         for what, field in (("Stop the task", self.panic), ("Quick task box", self.quick)):
             problem = field.problem()
             if problem:
