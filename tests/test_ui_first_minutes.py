@@ -6,6 +6,7 @@ keys recorded, not typed; windows centred first and kept inside the screen; plai
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -126,6 +127,22 @@ def test_an_error_outranks_information_and_saved_is_not_said_when_part_was_not_s
     qtbot.waitUntil(lambda: not app.main.status.has("api-key"), timeout=5000)
     qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()), timeout=5000)
     assert memory_keyring.store[("Deskhand", "model-server-api-key")] == "sk-local-123"
+
+
+def test_with_a_model_server_chosen_the_window_names_it_not_the_local_file(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "answer", "content": "ok"}])
+    app.start()
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.start_task("Say ok")  # the local model loaded: the window says where it runs
+    assert app.main.device_label.text() == "On the CPU (slow)"
+    server = dataclasses.replace(READY, engine="remote", engine_url="http://gpu-box.lan:8000/v1",
+                                 engine_model="holo3.1-9b")
+    app.save_settings(server)
+    assert app.main.model_label.text() == "holo3.1-9b on gpu-box.lan (connects with the first task)"
+    assert app.main.device_label.text() == "On gpu-box.lan"
+    app.save_settings(READY)  # back to the local file
+    assert app.main.model_label.text() == "scripted (loads with the first task)"
+    assert app.main.device_label.text() == ""
 
 
 def test_the_run_shows_its_phase_and_clock_while_the_model_works(qtbot, make_app):

@@ -6,6 +6,7 @@ application decides."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.domain.settings import Settings
 from app.ui import shortcuts
 from app.ui.bridge.host import Delivered
 from app.ui.icons import STATE_WORDS, app_icon
@@ -232,11 +234,22 @@ class MainWindow(QMainWindow):
     def set_activity(self, words: str) -> None:
         self.activity_label.setText(words)
 
-    def show_model_file(self, path: str) -> None:
-        """Before the first task loads it: which model is chosen (not "no model" when one is)."""
-        if path:
-            self.model_label.setText(f"{Path(path).stem} (loads with the first task)")
-            self.model_label.setToolTip(path)
+    def show_model_choice(self, settings: Settings) -> None:
+        """Before the first task loads it: which model is chosen and where it runs (not "no model" when one is,
+        and not the local file or the CPU once a model server is chosen)."""
+        if settings.engine == "remote" and settings.engine_url:
+            host = urlsplit(settings.engine_url).hostname or settings.engine_url
+            model = settings.engine_model or "The served model"
+            self.model_label.setText(f"{model} on {host} (connects with the first task)")
+            self.model_label.setToolTip(settings.engine_url)
+            self.device_label.setText(f"On {host}")
+            self.device_label.setToolTip("A model server of yours: screenshots go there")
+            return
+        self.device_label.setText("")  # where the local model runs is known once it loads
+        self.device_label.setToolTip("")
+        if settings.text_model:
+            self.model_label.setText(f"{Path(settings.text_model).stem} (loads with the first task)")
+            self.model_label.setToolTip(settings.text_model)
         else:
             self.model_label.setText("No model chosen yet")
             self.model_label.setToolTip("")

@@ -74,7 +74,7 @@ class Application(QObject):
         self._closed = False
         self._wire()
         self.apply_keys()
-        self.main.show_model_file(self.settings.text_model)
+        self.main.show_model_choice(self.settings)
 
     @property
     def wizard(self) -> QWidget | None:
@@ -272,14 +272,15 @@ class Application(QObject):
 
     def _setup_finished(self, settings: Settings) -> None:
         self.settings = settings  # the wizard saved them
-        self.main.show_model_file(settings.text_model)
+        self.main.show_model_choice(settings)
 
     def save_settings(self, settings: Settings, quiet: bool = False) -> None:
         previous = self.settings
         self.settings = settings  # the next run uses them; the file follows on the background thread
         self.apply_keys()
-        if settings.text_model != previous.text_model:
-            self.main.show_model_file(settings.text_model)
+        if (settings.text_model, settings.engine, settings.engine_url, settings.engine_model) != (
+                previous.text_model, previous.engine, previous.engine_url, previous.engine_model):
+            self.main.show_model_choice(settings)
 
         def saved(_: object) -> None:
             self.warnings = ()
