@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from app.domain.proposal import MAX_TASK_CHARS
 from tests.engine_helpers import compact_profile, screenshot
 
 
@@ -68,6 +69,54 @@ def test_propose_reports_a_bad_file_plainly(tmp_path):
                   "--screenshot", str(shot), "--task", "t")
     assert r.returncode == 2
     assert "is not a GGUF file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_propose_json_prints_an_invalid_answer_as_json(tiny_model_pair, tmp_path):
+    """A script reading `propose --json` gets one JSON object on stdout when the answer does not validate too,
+    with the exit status (3) and the raw answer; the message for the operator stays on stderr."""
+    shot = tmp_path / "s.png"
+    screenshot(1).image.save(shot)
+    r = _deskhand("propose", "--model", str(tiny_model_pair.text), "--mmproj", str(tiny_model_pair.mmproj),
+                  "--profile", str(compact_profile(tmp_path, chars=400)), "--screenshot", str(shot), "--task", "t",
+                  "--ctx", "8192", "--max-tokens", "8", "--json")
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["exit"] == 3 and "cut off before it was complete" in out["error"]
+    assert "re-propose" in out["hint"] and out["raw"].startswith('{"note": ')
+    assert out["counters"]["tokens_generated"] == 8 and out["timings"]["total_s"] > 0
+    assert "deskhand: The model's answer was cut off" in r.stderr
+
+
+def test_propose_json_prints_errors_before_the_answer_as_json(tmp_path):
+    shot = tmp_path / "s.png"
+    screenshot(1).image.save(shot)
+    (tmp_path / "bad.gguf").write_bytes(b"hello")
+    bad = ["--model", str(tmp_path / "bad.gguf"), "--mmproj", str(tmp_path / "bad.gguf"), "--screenshot", str(shot)]
+    r = _deskhand("propose", *bad, "--task", "t", "--json")
+    assert r.returncode == 2 and json.loads(r.stdout)["exit"] == 2
+    assert "is not a GGUF file" in json.loads(r.stdout)["error"] and "Traceback" not in r.stderr
+    r = _deskhand("propose", *bad, "--profile", "no-such-profile", "--task", "t", "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    out = json.loads(r.stdout)
+    assert out["error"].startswith("There is no model profile “no-such-profile”") and "Use one of" in out["hint"]
+    r = _deskhand("propose", *bad, "--task", "x" * (MAX_TASK_CHARS + 1), "--json")
+    assert r.returncode == 2 and json.loads(r.stdout)["error"].startswith("The task is")
+
+
+def test_propose_on_the_holo31_pair_parses_an_answer_holding_the_end_tag(qwen35_pair, tmp_path):
+    """The answer grammar lets strings hold "</think>": the answer is split from the reasoning at its end."""
+    shot = tmp_path / "s.png"
+    screenshot(1, (640, 480)).image.save(shot)
+    prof = compact_profile(tmp_path, base="holo31", thinking=16)
+    data = json.loads(prof.read_text(encoding="utf-8"))
+    data["output"]["note"] = {"type": "string", "enum": ["seen </think>\n\n{"]}
+    prof.write_text(json.dumps(data), encoding="utf-8")
+    r = _deskhand("propose", "--model", str(qwen35_pair.text), "--mmproj", str(qwen35_pair.mmproj),
+                  "--profile", str(prof), "--screenshot", str(shot), "--task", "Open the settings", "--ctx", "8192",
+                  "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["note"] == "seen </think>\n\n{" and out["raw"].count("</think>") == 2
 
 
 @pytest.mark.parametrize("pair_name", ["qwen35_pair", "qwen35moe_pair"])

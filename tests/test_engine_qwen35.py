@@ -6,12 +6,13 @@ reasoning dropped from history, and specific errors for pairs that mix families.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from app.domain.actions import INPUT_ACTIONS, Answer, AskUser, Wait
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled, ModelFileError
+from app.domain.errors import Cancelled, ModelFileError, ProposalError
 from app.domain.proposal import PastStep
 from app.engine.gguf.model_pair import check_model_files
 from app.engine.profile import load_profile
@@ -141,6 +142,49 @@ def test_thinking_off_answers_directly(qwen35_pair, tmp_path):
         prop = eng.propose("Open the settings", screenshot(1, SIZE), [], CancelToken())
         assert prop.raw.startswith('{"note": ') and prop.counters.thinking_tokens == 0
         assert eng.info.warnings == ()  # the GGUF's template agrees with "<think>\n\n</think>\n\n"
+    finally:
+        eng.close()
+
+
+TAGGED = "plan </think>\n\n then click"  # the reasoning's end tag, as text an answer string may hold
+
+
+@pytest.mark.parametrize("thinking", [BUDGET, 0], ids=["thinking", "thinking-off"])
+def test_an_answer_holding_the_reasoning_end_tag_parses_whole(qwen35_pair, tmp_path, thinking):
+    """The answer grammar lets strings hold "</think>"; the answer is split from the reasoning at its end (the first
+    tag), not at the last tag, so it is parsed whole and goes back into the next prompt whole."""
+    path = compact_profile(tmp_path, base="holo31", thinking=thinking)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["output"]["thought"] = {"type": "string", "enum": [TAGGED]}  # the real grammar forces the tag's text
+    path.write_text(json.dumps(data), encoding="utf-8")
+    eng = make_engine(qwen35_pair, path)
+    eng.load(None, CancelToken())
+    try:
+        history: list[PastStep] = []
+        for i in (1, 2):
+            obs = screenshot(i, SIZE, "Done." if i > 1 else "")
+            prop = eng.propose("Open the settings", obs, history, CancelToken())
+            assert prop.thought == TAGGED
+            assert prop.raw.count("</think>") == (2 if thinking else 1)
+            history.append(PastStep(obs, prop.raw))
+        answer_1 = history[0].answer.partition("</think>\n\n")[2] if thinking else history[0].answer
+        assert json.loads(answer_1)["thought"] == TAGGED
+        assert "<|im_start|>assistant\n" + answer_1 + "<|im_end|>" in eng.prompt_sent()["prompt"]
+    finally:
+        eng.close()
+
+
+def test_an_invalid_answer_keeps_the_whole_generation_as_its_raw_text(qwen35_pair, profile_path):
+    """What a failed proposal keeps is what a valid one keeps: reasoning, end tag and answer (the history splits it
+    again; the bare answer split a second time would be cut at a tag its strings hold)."""
+    eng = make_engine(qwen35_pair, profile_path, max_tokens=4)
+    eng.load(None, CancelToken())
+    try:
+        with pytest.raises(ProposalError) as err:
+            eng.propose("Open the settings", screenshot(1, SIZE), [], CancelToken())
+        assert "cut off" in err.value.what
+        reasoning, tag, answer = err.value.raw.partition("</think>\n\n")
+        assert reasoning and tag and answer.startswith('{"note": ')
     finally:
         eng.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -9,8 +10,9 @@ from PIL import Image
 
 from app.domain.errors import DeskhandError
 from app.domain.proposal import Observation, PastStep
+from app.engine.answer import parse_answer
 from app.engine.profile import load_profile
-from app.engine.prompt import MEDIA_MARKER, Answer, Boundary, Screenshot, Text, build_prompt, dump
+from app.engine.prompt import MEDIA_MARKER, Answer, Boundary, Screenshot, Text, build_prompt, dump, visible_answer
 
 
 def _obs(i: int, feedback: str = "") -> Observation:
@@ -114,6 +116,23 @@ def test_holo31_history_follows_h_companys_agent_loop():
     assert ("<|im_start|>assistant\n" + _answer(4) + "<|im_end|>\n<|im_start|>user\n<tool_output tool=\"wait\">\n"
             "Done.\n</tool_output><|im_end|>\n<|im_start|>user\n<observation>\n<|vision_start|>") in text
     assert text.endswith("</observation><|im_end|>\n<|im_start|>assistant\n<think>\n")
+
+
+def test_the_answer_is_split_from_its_reasoning_at_the_first_end_tag():
+    """Answer strings may hold "</think>" (the grammar allows any text): split at the last tag, the answer was cut
+    and reported as not valid JSON. With thinking off there is no reasoning to split off."""
+    p = load_profile("holo31")
+    answer = json.dumps({"note": "the </think> tag", "thought": "then </think>\n\n{",
+                         "tool_call": {"tool_name": "wait", "seconds": 1}})
+    raw = "plan: click it</think>\n\n" + answer
+    assert visible_answer(p, raw) == answer
+    parsed = parse_answer(visible_answer(p, raw), p.coordinate_scale)
+    assert parsed.note == "the </think> tag" and parsed.thought == "then </think>\n\n{"
+    off = dataclasses.replace(p, reasoning=dataclasses.replace(p.reasoning, enabled=False))
+    assert visible_answer(off, answer) == answer
+    assert visible_answer(p, "a reasoning cut off before its end") == "a reasoning cut off before its end"
+    text = dump(p, build_prompt(p, "task", _obs(2, "Done."), [PastStep(_obs(1), raw)]))
+    assert "<|im_start|>assistant\n" + answer + "<|im_end|>" in text and "plan: click it" not in text
 
 
 def test_smart_resize_matches_the_hf_processor():

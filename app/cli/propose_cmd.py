@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
+from typing import Any
 
 from app.cli.shared.history_file import last_feedback, load_observation, read_history
 from app.cli.shared.model_args import add_model_arguments, engine_config
@@ -32,6 +33,14 @@ def _pixels(point_x: float, point_y: float, w: int, h: int, scale: int) -> list[
     return [int(point_x / scale * w), int(point_y / scale * h)]
 
 
+def _failed(args: argparse.Namespace, code: int, what: str, todo: str = "", **extra: Any) -> int:
+    """With --json, the failure as one JSON object on stdout too, so a script reading stdout always gets JSON
+    (the message for the operator still goes to stderr)."""
+    if args.json:
+        print(json_text({"error": what, "hint": todo, "exit": code, **extra}, indent=2))
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
     from app.engine.llama.engine import LocalEngine
 
@@ -39,32 +48,36 @@ def run(args: argparse.Namespace) -> int:
         check_task_length(args.task)  # before the model loads: it would not be shown the task whole
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, 2, exc.what, exc.todo)
     token = CancelToken()
-    engine = LocalEngine(engine_config(args))
+    engine: LocalEngine | None = None
     try:
+        engine = LocalEngine(engine_config(args))  # a profile that is missing or unreadable fails here
         history = read_history(args.history) if args.history else []
         obs = load_observation(args.screenshot, last_feedback(args.history))
         assert obs.image is not None
         info = engine.load(None, token)
         stream = (lambda t: print(terminal_safe(t), end="", file=sys.stderr, flush=True)) if args.stream else None
         prop = engine.propose(args.task, obs, history, token, stream)
+        scale = engine.profile.coordinate_scale
         if args.stream:
             print(file=sys.stderr)
     except KeyboardInterrupt:
         token.cancel()
-        return 130
+        return _failed(args, 130, "Stopped before the model answered.")
     except Cancelled:
-        return 130
+        return _failed(args, 130, "Stopped before the model answered.")
     except ProposalError as exc:
         print(terminal_safe(f"deskhand: {exc}\nRaw answer: {exc.raw}"), file=sys.stderr)
-        return 3
+        cost = {k: asdict(v) for k, v in (("timings", exc.timings), ("counters", exc.counters))
+                if is_dataclass(v) and not isinstance(v, type)}
+        return _failed(args, 3, exc.what, exc.todo, raw=exc.raw, **cost)
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, 2, exc.what, exc.todo)
     finally:
-        engine.close()
-    scale = engine.profile.coordinate_scale
+        if engine is not None:
+            engine.close()
     w, h = obs.image.width, obs.image.height
     pixels = {k: (int(v / scale * (w if "x" in k else h)) if isinstance(v, (int, float)) else v)
               for k, v in prop.tool_call.items() if k in ("x", "y", "to_x", "to_y")}

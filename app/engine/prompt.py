@@ -87,12 +87,19 @@ class _Builder:
 
 
 def visible_answer(profile: Profile, raw: str) -> str:
-    """What of a past answer goes back into the prompt: the answer after its reasoning, when the chat format
-    drops reasoning from history (Qwen: `content.split('</think>')[-1].lstrip('\\n')`)."""
+    """The answer of a raw generation, without its reasoning: what is parsed, and what goes back into the prompt
+    when the chat format drops reasoning from history (as the Qwen template does).
+
+    With thinking on the generation is reasoning, the end tag, then the answer: the reasoning ends at the *first*
+    end tag (the reasoning sampler closes it there; llama.cpp's and vLLM's reasoning parsers split there too), so an
+    answer whose strings hold the tag's text (the answer grammar allows any text in strings) is kept whole. The
+    Qwen template's `content.split('</think>')[-1]` would cut such an answer at its last tag. With thinking off the
+    prompt closed an empty reasoning block and the whole generation is the answer."""
     end = profile.reasoning.end.strip()
-    if profile.chat.keep_generation_prefix_in_history or not end or end not in raw:
+    if profile.chat.keep_generation_prefix_in_history or not profile.thinking or not end:
         return raw
-    return raw.split(end)[-1].lstrip("\n")
+    _, found, answer = raw.partition(end)
+    return answer.lstrip("\n") if found else raw
 
 
 def tool_of(answer: str) -> str:

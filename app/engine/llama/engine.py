@@ -256,7 +256,8 @@ class LocalEngine:
             parsed = parse_answer(visible_answer(self.profile, ans.raw), self.profile.coordinate_scale,
                                   finished=ans.finished)
         except ProposalError as exc:
-            exc.counters, exc.timings = ans.counters, ans.timings
+            # the whole generation, reasoning included, as a proposal keeps it: history splits it the same way
+            exc.raw, exc.counters, exc.timings = ans.raw, ans.counters, ans.timings
             raise
         return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, ans.raw, ans.counters,
                         ans.timings, ans.grid)
