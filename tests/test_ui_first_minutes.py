@@ -294,6 +294,7 @@ def test_pause_answers_at_once_and_a_stopped_step_says_stopped(qtbot, make_app):
     qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
     app.main.pause_button.click()
     assert app.main.pause_button.text() == "Resume" and app.main.pause_action.text() == "&Resume"
+    assert app.dialog.why.text() == "Pausing: the task waits for you after this step"  # said where the step waits
     assert app.main.status.current().text.startswith("<b>Pausing.</b>")
     assert app.main.activity_label.text().endswith("pausing before the next step")
     app.main.pause_button.click()  # changed their mind before the step ended

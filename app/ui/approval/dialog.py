@@ -52,6 +52,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.setObjectName("approval")
         self.event_: ev.StepProposed | None = None
         self._auto_initial = False
+        self._pausing = False
         self._edited_point: tuple[float, float] | None = None
         self._frame = QMargins(2, 28, 2, 2)  # the WM's decorations, measured once shown
         self.avoid: placement.Rect | None = None
@@ -154,10 +155,18 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.raise_()
         (self.text if ask else self.view).setFocus()  # nothing that acts has the focus when keys start to count
 
+    def set_pausing(self, on: bool) -> None:
+        """Pause was pressed (from the main window, the tray or a key) while this step waits: say so here."""
+        self._pausing = on
+        self._show_why()
+
     def _show_why(self) -> None:
         e = self.event_
+        self.why.setStyleSheet("color: #92400e; font-weight: bold;" if self._pausing else "color: #4b5563;")
         if e is None:
             self.why.setText("")
+        elif self._pausing:
+            self.why.setText("Pausing: the task waits for you after this step")
         elif e.risky:
             self.why.setText("Risky: approve with a click")
         elif e.reason != AUTO_OFF:
@@ -343,7 +352,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
 
     def withdraw(self) -> None:
         """The run ended or moved on without this dialog (stopped from elsewhere)."""
-        self.event_ = None
+        self.event_, self._pausing = None, False
         self.stop_shortcut.setEnabled(False)
         self.guard.finish()
         self.hide()

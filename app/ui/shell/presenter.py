@@ -212,6 +212,7 @@ class RunPresenter(QObject):
 
     def _show_paused(self, paused: bool) -> None:
         self.main.set_paused(paused)
+        self.dialog.set_pausing(paused)
         if self.tray is not None:
             self.tray.set_paused(paused)
 
