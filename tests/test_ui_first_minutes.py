@@ -307,6 +307,18 @@ def test_pause_answers_at_once_and_a_stopped_step_says_stopped(qtbot, make_app):
     assert text.startswith("<b>Stopped") and "Stopped. Stopped" not in text and text.count("topped") == 1
 
 
+def test_a_run_stopped_while_the_model_reads_the_screen_does_not_say_it_still_reads(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "answer", "content": "never"}])
+    app.engine.gate = threading.Event()  # the model is reading the screen and does not finish
+    app.start()
+    assert app.start_task("Read this")
+    qtbot.waitUntil(lambda: "reading the screen" in app.main.thought.placeholderText(), timeout=20000)
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.presenter.stop()
+    assert "reading" not in app.main.thought.placeholderText()
+    assert app.main.thought.placeholderText() == "The model's thought streams here while it works."
+
+
 def test_selecting_a_step_shows_its_screenshot_and_decision(qtbot, make_app):
     app = make_app()
     app.start()

@@ -33,6 +33,7 @@ class RunWidgets(Protocol):
 
 CHOOSING = "Choosing the action…"
 LIVE_PLACEHOLDER = "The screen Deskhand sees appears here when a task runs."
+THOUGHT_PLACEHOLDER = "The model's thought streams here while it works."
 
 
 def device_words(device: str, on_gpu: bool) -> str:
@@ -112,6 +113,7 @@ class RunView(QObject):
             text = m.thought.toPlainText()
             if text.endswith(CHOOSING):  # the answer never got to its action: do not say it still is
                 m.thought.setPlainText(text[: -len(CHOOSING)].rstrip())
+            m.thought.setPlaceholderText(THOUGHT_PLACEHOLDER)  # not "reading the screen…" once the run is over
             m.live.set_placeholder(LIVE_PLACEHOLDER if e.steps or e.outcome != "failed" else
                                    "The task ended before the first screenshot.")
 

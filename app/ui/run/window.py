@@ -29,7 +29,7 @@ from app.ui.bridge.host import Delivered
 from app.ui.icons import STATE_WORDS, app_icon
 from app.ui.run.step_list import StepList
 from app.ui.run.task_box import RecentButton, TaskBox
-from app.ui.run.view import RunView
+from app.ui.run.view import THOUGHT_PLACEHOLDER, RunView
 from app.ui.screenshot_view import ScreenshotView
 from app.ui.status_area import StatusArea
 from app.ui.text_line import TextLine
@@ -128,7 +128,7 @@ class MainWindow(QMainWindow):
         lv.addLayout(model_head)
         self.thought = QPlainTextEdit()
         self.thought.setReadOnly(True)
-        self.thought.setPlaceholderText("The model's thought streams here while it works.")
+        self.thought.setPlaceholderText(THOUGHT_PLACEHOLDER)
         self.thought.setMaximumHeight(120)
         lv.addWidget(self.thought, 1)
         right = QWidget()
