@@ -77,6 +77,7 @@ def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot,
     app = make_app(Settings())  # no model: the notice shows at once
     app.start()
     assert app.main.model_label.text() == "No model chosen yet"
+    assert app.main.status.state_text().startswith("No model yet")  # not "Ready", behind a wizard or a notice
     qtbot.waitUntil(app.main.isVisible)
     qtbot.wait(50)
     before, height = button_places(app), app.main.status.height()
@@ -96,6 +97,7 @@ def test_one_status_area_replaces_its_message_and_never_moves_the_buttons(qtbot,
     qtbot.waitUntil(lambda: not app.main.status.has("no-model"))
     assert app.main.model_label.text() == "scripted (loads with the first task)"
     qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()))
+    assert app.main.status.state_text().startswith("Ready")
 
 
 def test_an_error_outranks_information_and_saved_is_not_said_when_part_was_not_saved(qtbot, make_app,

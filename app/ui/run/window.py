@@ -63,6 +63,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(720, 520)
         self._paused = False
         self._state = ""
+        self._model_chosen = True  # until show_model_choice says otherwise
         self.keys = shortcuts.GlobalKeys("<ctrl>+<alt>+<space>", "<shift>+<esc>")
         self._build()
         self._menus()
@@ -225,7 +226,9 @@ class MainWindow(QMainWindow):
     def set_state(self, state: str, detail: str = "") -> None:
         """The run's state: the colour of the dot, and the words in the status area when it has no message."""
         self._state = state
-        if state == "idle" and not detail:
+        if state == "idle" and not detail and not self._model_chosen:
+            detail = "No model yet: set one up (Set up the model…, or Settings) before the first task."
+        elif state == "idle" and not detail:
             detail = (f"Ready. Type a task and press Enter; {self.keys.quick_label} opens a task box from anywhere, "
                       f"{self.keys.stop_label} stops a task.")
         words = detail or STATE_WORDS.get(state, state)
@@ -237,6 +240,10 @@ class MainWindow(QMainWindow):
     def show_model_choice(self, settings: Settings) -> None:
         """Before the first task loads it: which model is chosen and where it runs (not "no model" when one is,
         and not the local file or the CPU once a model server is chosen)."""
+        self._model_chosen = bool(settings.text_model and settings.mmproj) or (
+            settings.engine == "remote" and bool(settings.engine_url))
+        if self._state == "idle":
+            self.set_state("idle")  # "Ready" only with a model to be ready with
         if settings.engine == "remote" and settings.engine_url:
             host = urlsplit(settings.engine_url).hostname or settings.engine_url
             model = settings.engine_model or "The served model"
