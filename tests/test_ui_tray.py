@@ -135,3 +135,15 @@ def test_the_icon_follows_the_run_and_pause_resume_stop_work(qtbot, app):
     with qtbot.waitSignal(app.presenter.finished, timeout=20000) as finished:
         tray.stop_action.trigger()
     assert finished.args[0].outcome == "stopped" and tray.state == "idle"
+
+
+def test_show_window_brings_back_a_main_window_that_was_taken_off_the_screen(qtbot, app, tray_host):
+    qtbot.waitUntil(lambda: app.main.windowHandle() is not None and app.main.windowHandle().isExposed(),
+                    timeout=10000)
+    tray_host.run("xdotool", "windowunmap", str(int(app.main.winId())))  # as a workspace switch left it
+    qtbot.waitUntil(lambda: not app.main.windowHandle().isExposed(), timeout=5000)
+    assert app.main.isVisible()  # Qt still thinks it is there: the empty frame of the report
+    app.tray.show_window.emit()  # the tray's "Show window"
+    qtbot.waitUntil(lambda: app.main.windowHandle().isExposed(), timeout=5000)
+    info = tray_host.run("xwininfo", "-id", str(int(app.main.winId()))).stdout
+    assert "IsViewable" in info

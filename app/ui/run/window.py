@@ -205,6 +205,11 @@ class MainWindow(QMainWindow):
     def show_and_raise(self) -> None:
         if self.isMinimized():
             self.showNormal()
+        handle = self.windowHandle()
+        if self.isVisible() and handle is not None and not handle.isExposed():
+            # Qt thinks it is shown, but the window is not on the screen (unmapped when a scroll switched the
+            # workspace, with WM_STATE still Normal): an empty frame until it is mapped again, here
+            self.hide()
         self.show()
         self.raise_()
         self.activateWindow()
