@@ -321,6 +321,19 @@ def test_a_run_stopped_while_the_model_reads_the_screen_does_not_say_it_still_re
     assert app.main.thought.placeholderText() == "The model's thought streams here while it works."
 
 
+def test_the_quick_task_box_keeps_clear_of_the_marker_of_a_waiting_step(qtbot, make_app):
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 270}])  # where the box would be
+    app.start()
+    assert app.start_task("Press OK")
+    qtbot.waitUntil(lambda: app.dialog.isVisible() and app.overlay.isVisible(), timeout=20000)
+    app.open_quick_task()
+    qtbot.waitUntil(app.quick.isVisible, timeout=5000)
+    assert not app.quick.frameGeometry().intersects(app.overlay.frameGeometry())
+    app.quick.hide()
+    with qtbot.waitSignal(app.presenter.finished, timeout=10000):
+        app.presenter.stop()
+
+
 def test_selecting_a_step_shows_its_screenshot_and_decision(qtbot, make_app):
     app = make_app()
     app.start()

@@ -197,11 +197,15 @@ class Application(QObject):
             QTimer.singleShot(100, self.open_quick_task)
             return
         self.quick.set_busy_hint(self.presenter.running)
-        self.quick.open()
+        self.quick.open(self.overlay.frameGeometry() if self.overlay.isVisible() else None)
 
     def _quick_submitted(self, task: str) -> None:
         if self.presenter.running:
-            self.queue.add(task)
+            queued = self.queue.add(task)
+            if self.tray is not None:  # the box is gone and the main window may be hidden: say it was heard
+                self.tray.notify("The task waits" if queued else "Not queued again",
+                                 f"“{task}” starts when this task ends." if queued else
+                                 f"“{task}” is already running or waiting.")
             return
         self.main.set_task(task)
         if not self.start_task(task):

@@ -3,7 +3,7 @@ and so does clicking elsewhere (like a launcher); it has no taskbar entry. What 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QCursor, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
@@ -50,11 +50,18 @@ class QuickTaskBox(QWidget):
         self._busy = False
         self._was_active = False
 
-    def open(self) -> None:
-        """Show centred on the screen under the pointer, ready to type."""
+    def open(self, avoid: QRect | None = None) -> None:
+        """Show centred on the screen under the pointer, ready to type; clear of `avoid` (the marker of a step
+        that waits), above or below it."""
         screen = QGuiApplication.screenAt(QCursor.pos()) or QGuiApplication.primaryScreen()
         area = screen.availableGeometry()
-        self.move(area.x() + (area.width() - self.width()) // 2, area.y() + area.height() // 4)
+        x = area.x() + (area.width() - self.width()) // 2
+        place = QRect(x, area.y() + area.height() // 4, self.width(), self.height())
+        if avoid is not None and place.adjusted(0, -20, 0, 20).intersects(avoid):
+            below = avoid.bottom() + 40
+            y = below if below + self.height() <= area.bottom() else max(area.y(), avoid.top() - 40 - self.height())
+            place.moveTop(y)
+        self.move(place.topLeft())
         self._was_active = False
         self.show()
         self.raise_()
