@@ -357,6 +357,27 @@ def test_selecting_a_step_shows_its_screenshot_and_decision(qtbot, make_app):
     app.dialog.withdraw()
 
 
+def test_a_review_shows_where_an_edited_step_acted_and_the_screen_an_invalid_answer_read(qtbot, make_app):
+    from tests.ui_support import jpeg, screen_image
+
+    app = make_app()
+    app.start()
+    p = app.presenter
+    p.on_delivered(delivered(ev.RunStarted(3, "Sign in")))
+    first = proposed(1, needs_decision=False)
+    p.on_delivered(delivered(first))
+    p.on_delivered(delivered(ev.StepDecided(3, 1, "edit", "")))
+    p.on_delivered(delivered(ev.StepExecuted(3, 1, "Click at (700, 400) on monitor 1", (700, 400), 0.1)))
+    p.on_delivered(delivered(ev.ScreenCaptured(3, 2, jpeg(screen_image((1920, 1080))), 1920, 1080, "monitor 1")))
+    p.on_delivered(delivered(ev.ProposalFailed(3, 2, "The model's answer was not valid JSON.", "{click")))
+    p.flush()
+    app.main.steps.select(1)
+    assert app.main.live.marker() == pytest.approx((700, 400))  # where Deskhand acted, not the model's point
+    app.main.steps.select(2)
+    assert app.main.live._image is not None and app.main.live.marker() is None  # the screen it could not read
+    assert "not valid JSON" in app.main.thought.toPlainText()
+
+
 def test_one_stop_key_everywhere_and_changed_keys_show_everywhere(qtbot, make_app):
     app = make_app(tray=False)
     app.start()

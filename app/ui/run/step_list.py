@@ -29,6 +29,15 @@ class StepDetail:
     target: tuple[float, float] | None = None
     element: str = ""
     thought: str = ""
+    monitor: tuple[int, int, int, int] | None = None  # where the screenshot lies, input coordinates
+
+    def acted_at(self, where: tuple[int, int]) -> None:
+        """The point Deskhand really acted at (an edited target), in the screenshot's pixels."""
+        if self.monitor is None or self.size is None:
+            return
+        left, top, width, height = self.monitor
+        self.target = ((where[0] - left) * self.size[0] / max(1, width),
+                       (where[1] - top) * self.size[1] / max(1, height))
 
 
 class StepList(QTreeWidget):
@@ -73,9 +82,13 @@ class StepList(QTreeWidget):
             self.scrollToItem(item)
         return item
 
-    def working(self, step: int, words: str) -> None:
-        """The step the model is working on: listed at once, with what it is doing."""
+    def working(self, step: int, words: str, image: QImage | None = None,
+                size: tuple[int, int] | None = None) -> None:
+        """The step the model is working on: listed at once, with what it is doing and the screen it reads
+        (which an invalid answer's review still shows)."""
         item = self.row(step)
+        if image is not None:
+            self.details[step].image, self.details[step].size = image, size
         if not self.details[step].description:
             item.setText(ACTION, words)
             item.setForeground(ACTION, QColor("#6b7280"))
@@ -98,6 +111,7 @@ class StepList(QTreeWidget):
         item.setText(ACTION, message)
         item.setToolTip(ACTION, message)
         self.details[step].description = message
+        self.details[step].target = None  # the screen it read stays; no point was proposed
         self._set_decision(item, "invalid answer")
 
     def note(self, step: int, text: str) -> None:
@@ -112,8 +126,11 @@ class StepList(QTreeWidget):
         if feedback:
             item.setToolTip(DECISION, feedback)
 
-    def executed(self, step: int, duration_s: float, description: str = "") -> None:
+    def executed(self, step: int, duration_s: float, description: str = "",
+                 where: tuple[int, int] | None = None) -> None:
         item = self.row(step)
+        if where is not None:
+            self.details[step].acted_at(where)
         if description and description != item.text(ACTION):  # edited: what was done, at the point it was done
             item.setText(ACTION, description)
             item.setToolTip(ACTION, description)

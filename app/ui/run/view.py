@@ -88,7 +88,7 @@ class RunView(QObject):
             self._show_live(d.image, (e.width, e.height), None, "")
             self._set_stream("")
             m.thought.setPlaceholderText(f"Step {e.step}: the model is reading the screen…")
-            m.steps.working(e.step, "Reading the screen…")
+            m.steps.working(e.step, "Reading the screen…", d.image, (e.width, e.height))
         elif isinstance(e, ev.TokensStreamed):
             self._raw += e.text
             if not self._stream_timer.isActive():
@@ -103,7 +103,7 @@ class RunView(QObject):
         elif isinstance(e, ev.StepDecided):
             m.steps.decided(e.step, e.decision, e.feedback)
         elif isinstance(e, ev.StepExecuted):
-            m.steps.executed(e.step, e.duration_s, e.description)
+            m.steps.executed(e.step, e.duration_s, e.description, e.where)
         elif isinstance(e, ev.RunFinished):
             self._flush_stream()
             self._stream_timer.stop()
@@ -129,7 +129,7 @@ class RunView(QObject):
             self.m.thought.setPlainText(self._live_text)
         self.m.steps.proposed(e.step, e.description, d.thumb, e.needs_decision, e.timings.total_s, StepDetail(
             e.description, d.image, e.screenshot_size, e.target_pixels, e.element or "",
-            "\n\n".join(p for p in parts if p)))
+            "\n\n".join(p for p in parts if p), e.monitor_geometry))
         speed = ""
         if e.timings.generate_s > 0 and e.counters.tokens_generated:
             speed = f" · {e.counters.tokens_generated / e.timings.generate_s:.0f} tokens/s"
