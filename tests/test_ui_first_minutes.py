@@ -64,8 +64,9 @@ def make_app(qtbot, paths, request):
 
     yield make
     for app in made:
-        app.dialog.withdraw()
-        app.shutdown()
+        if not app._closed:  # a test that quit the app itself has no dialog left to withdraw
+            app.dialog.withdraw()
+            app.shutdown()
 
 
 def button_places(app: Application) -> list[QRect]:
@@ -145,6 +146,25 @@ def test_with_a_model_server_chosen_the_window_names_it_not_the_local_file(qtbot
     app.save_settings(READY)  # back to the local file
     assert app.main.model_label.text() == "scripted (loads with the first task)"
     assert app.main.device_label.text() == ""
+
+
+def test_settings_written_by_another_command_are_taken_up_and_not_undone_by_a_later_save(qtbot, make_app, paths):
+    from app.domain.settings import load_settings, save_settings
+
+    app = make_app()
+    app.start()
+    app.open_settings()  # open before the change: its Save must not put the old model back
+    dialog = app.settings_dialog
+    other = dataclasses.replace(READY, text_model="/models/holo-other.gguf", mmproj="/models/holo-other-mmproj.gguf")
+    save_settings(paths.settings_file, other)  # what `deskhand setup --use` does while the app runs
+    qtbot.waitUntil(lambda: app.settings.text_model == "/models/holo-other.gguf", timeout=10000)
+    assert app.main.model_label.text() == "holo-other (loads with the first task)"
+    dialog.step_limit.setValue(77)  # the one thing changed in the window
+    dialog.save()
+    qtbot.waitUntil(lambda: load_settings(paths.settings_file).settings.step_limit == 77, timeout=10000)
+    on_disk = load_settings(paths.settings_file).settings
+    assert on_disk.text_model == "/models/holo-other.gguf" and on_disk.mmproj == "/models/holo-other-mmproj.gguf"
+    assert app.settings == on_disk
 
 
 def test_the_run_shows_its_phase_and_clock_while_the_model_works(qtbot, make_app):
@@ -510,3 +530,15 @@ def test_the_state_line_uses_the_whole_width_when_there_is_no_message(qtbot):
     assert not area.label.isHidden() and area.line.isHidden()
     area.remove("m")
     assert area.label.isHidden() and not area.line.isHidden()
+
+
+def test_after_quit_neither_the_run_clock_nor_a_late_event_reaches_the_closed_windows(qtbot, make_app):
+    app = make_app()
+    app.start()
+    qtbot.waitUntil(app.main.isVisible)
+    app.presenter.begin(auto_approve=False)  # "Starting · 0 s": the clock ticks once a second
+    app.shutdown()
+    late = ev.TokensStreamed(run_id=1, step=1, text="Click")  # the worker's last words, sent as it stopped
+    app.host.delivered.emit(delivered(late))
+    qtbot.wait(1500)  # pytest-qt fails the test on any exception raised in the event loop meanwhile
+    assert app.presenter.activity.phase == "idle"

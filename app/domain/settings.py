@@ -142,6 +142,14 @@ def hotkey_problems(s: Settings) -> list[str]:
     return problems
 
 
+def changed_in_dialog(current: Settings, original: Settings, edited: Settings) -> Settings:
+    """What a Settings window saves: the fields the person changed there, over the settings as they are now (which
+    another command may have changed while the window was open)."""
+    changes = {f.name: getattr(edited, f.name) for f in fields(Settings)
+               if f.name != "extra" and getattr(edited, f.name) != getattr(original, f.name)}
+    return dataclasses.replace(current, **changes)
+
+
 @dataclass(frozen=True)
 class Loaded:
     settings: Settings

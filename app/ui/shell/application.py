@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from app.agent.worker import EngineFactory
 from app.domain import events as ev
 from app.domain.paths import Paths
-from app.domain.settings import Loaded, Settings, save_settings
+from app.domain.settings import Loaded, Settings, changed_in_dialog, save_settings
 from app.setup.engines import engine_configured, engine_from_settings
 from app.ui import shortcuts
 from app.ui.approval.dialog import ApprovalDialog
@@ -31,6 +31,7 @@ from app.ui.setup.flow import SetupFlow
 from app.ui.shell.hotkeys import GlobalHotkey
 from app.ui.shell.presenter import RunPresenter
 from app.ui.shell.quick_task import QuickTaskBox
+from app.ui.shell.settings_watch import SettingsWatch
 from app.ui.shell.tray import Tray
 from app.ui.window_memory import WindowMemory
 
@@ -65,12 +66,15 @@ class Application(QObject):
         self.hotkey: GlobalHotkey | None = GlobalHotkey(self) if hotkeys else None
         self.presenter = RunPresenter(self.host, self.main, self.dialog, self.overlay, self.tray, self)
         self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self)
+        self.settings_watch = SettingsWatch(paths.settings_file, self.background, self)
+        self.settings_watch.changed.connect(self._settings_changed_on_disk)
         self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self)
         self.setup.finished.connect(self._setup_finished)
         self.history: HistoryWindow | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.quit_box: QMessageBox | None = None
         self._unsaved_secrets: list[tuple[str, BaseException]] = []  # keyring failures of the save under way
+        self._writes_pending = 0  # settings saves queued on the background thread and not yet done
         self._closed = False
         self._wire()
         self.apply_keys()
@@ -261,7 +265,7 @@ class Application(QObject):
             self.settings_dialog.raise_()
             return
         dialog = SettingsDialog(self.settings, self.warnings, str(self.paths.data), self.main)
-        dialog.saved.connect(self.save_settings)
+        dialog.saved.connect(lambda s: self.save_settings(changed_in_dialog(self.settings, dialog.original, s)))
         dialog.setup_requested.connect(self._setup_from_settings)
         dialog.token_changed.connect(self._save_token)
         dialog.api_key_changed.connect(self._save_api_key)
@@ -277,6 +281,19 @@ class Application(QObject):
     def _setup_finished(self, settings: Settings) -> None:
         self.settings = settings  # the wizard saved them
         self.main.show_model_choice(settings)
+
+    def _settings_changed_on_disk(self, loaded: Loaded) -> None:
+        """Another command (`deskhand setup --use`) or an edit wrote the settings: use them from the next task."""
+        if loaded.settings == self.settings or self._writes_pending:
+            return  # our own save coming back, or read before a save of ours that is still to be written
+        previous, self.settings = self.settings, loaded.settings
+        self.apply_keys()
+        self.main.show_model_choice(loaded.settings)
+        if loaded.settings.text_model != previous.text_model or loaded.settings.engine != previous.engine:
+            self.main.status.remove("no-model")
+        log.info("settings changed on disk: taken up")
+        self.main.status.show_message("<b>The settings file changed</b> (deskhand setup, or an edit): Deskhand uses "
+                                      "it from the next task.", "info", "settings", timeout_ms=8000)
 
     def save_settings(self, settings: Settings, quiet: bool = False) -> None:
         previous = self.settings
@@ -304,7 +321,16 @@ class Application(QObject):
         def failed(exc: BaseException) -> None:
             self.main.status.show_message(error_html(exc), "error", "settings")
 
-        self.background.run(lambda: save_settings(self.paths.settings_file, settings), saved, failed)
+        def written(_: object) -> None:
+            self._writes_pending -= 1
+            saved(_)
+
+        def not_written(exc: BaseException) -> None:
+            self._writes_pending -= 1
+            failed(exc)
+
+        self._writes_pending += 1
+        self.background.run(lambda: save_settings(self.paths.settings_file, settings), written, not_written)
 
     def _save_token(self, token: str) -> None:
         from app.setup import secrets
@@ -375,6 +401,7 @@ class Application(QObject):
         self._closed = True
         log.info("quitting")
         self.windows.close()
+        self.settings_watch.close()
         self.hider.closing.set()
         self.presenter.stop()
         if self.hotkey is not None:
@@ -384,6 +411,7 @@ class Application(QObject):
             if w is not None:
                 w.hide()
         self.host.shutdown()
+        self.presenter.detach()
         self.background.run(self.store.close)
         self.background.close()
         if self.tray is not None:

@@ -253,6 +253,14 @@ class RunPresenter(QObject):
         if self.dialog.isVisible() and self.last_proposal is not None:
             self.overlay.point_at(x, y, short_label(self.last_proposal), self.dialog.frameGeometry())
 
+    def detach(self) -> None:
+        """At quit: the windows are about to go, so late events and the clock's tick must not reach them."""
+        self.host.delivered.disconnect(self.on_delivered)
+        self.activity.changed.disconnect(self._activity_changed)
+        self.activity.set_phase("idle")
+        self._render_timer.stop()
+        self._queue.clear()
+
     def stop(self) -> None:
         if self.running:
             self.host.stop()
