@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.cli.shared.unknown_option import find_unknown_option, unknown_option_message
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,11 +28,19 @@ def build_parser() -> argparse.ArgumentParser:
                "COMMAND. `deskhand COMMAND --help` explains each command.",
     )
     parser.add_argument("--version", action="version", version=f"deskhand {__version__}")
-    parser.add_argument("--base-dir", help="keep settings, runs and logs under this folder (tests, portable use)")
+    parser.add_argument("--base-dir", metavar="DIR",
+                        help="keep settings, runs and logs under this folder (tests, portable use)")
     parser.add_argument("--self-test", action="store_true",
                         help="check that this installation is complete (modules, resources, Qt plugins, llama.cpp; "
                              "with --model TEXT.gguf --mmproj MMPROJ.gguf also one proposal) and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    app = parser.add_argument_group("the desktop app (no COMMAND)")  # parsed by app/ui/shell/launch, listed here
+    # own dests: `deskhand do --dry-run` sets do's dry_run, which argparse copies over a shared name
+    app.add_argument("--dry-run", action="store_true", dest="app_dry_run",
+                     help="the model proposes each step and you see it, but nothing is clicked or typed")
+    app.add_argument("--install-desktop-entry", action="store_true", dest="app_desktop_entry",
+                     help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    # prog: each command's usage and errors start `deskhand run`, not with the two-line usage above
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="deskhand")
     register_all(sub)
     return parser
 
@@ -90,6 +99,8 @@ def looks_like_a_command(word: str, commands: Sequence[str]) -> str | None:
 
 
 def _load_llama_first() -> None:
+    """Called where real work starts, never for --help or --version: loading llama.cpp took 0.6 s of their 0.9 s.
+    Building the parser imports no numpy, so llama.cpp still comes first where it is loaded."""
     from app.engine.llama.library import load_first
 
     load_first()
@@ -114,23 +125,32 @@ def self_test(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _load_llama_first()
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["--quantize-worker"]:  # the child `model convert` quantizes in (app/setup/convert/quantize)
+        _load_llama_first()
         from app.setup.convert.quantize import worker_main
 
         return worker_main(args_in[1:])
     if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail
+        _load_llama_first()
         return self_test(args_in)
     parser = build_parser()
     commands = _commands(parser)
     at, word = first_word(args_in)
+    ordered = _globals_first(args_in, at) if word in commands else args_in
+    unknown = find_unknown_option(parser, ordered)
+    if unknown is not None:  # one usage (the command's) and one error, before argparse mentions anything else
+        unknown[0].error(unknown_option_message(*unknown))
     if any(a in ("-h", "--help", "--version") for a in args_in[:at]) or (word is not None and word in commands):
-        args = parser.parse_args(_globals_first(args_in, at) if word in commands else args_in)
+        args = parser.parse_args(ordered)
+        if args.command and (args.app_dry_run or args.app_desktop_entry):
+            parser.error(f"{'--dry-run' if args.app_dry_run else '--install-desktop-entry'} is an option of the "
+                         f"desktop app, not of `deskhand {args.command}`; give it with no COMMAND.")
         if args.base_dir:
             import os
 
             os.environ["DESKHAND_HOME"] = args.base_dir
+        _load_llama_first()
         return int(args.func(args) or 0)
     if word is not None and [a for a in args_in[at:] if not a.startswith("-")] == [word]:
         meant = looks_like_a_command(word, commands)
@@ -139,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"deskhand: “{word}” is not a Deskhand command.{hint}\n→ Commands: {', '.join(commands)}. "
                   f'To start a task of one word, write `deskhand -- "{word}"`.', file=sys.stderr)
             return 2
+    _load_llama_first()
     return main_gui(args_in)
 
 

@@ -38,6 +38,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, EngineUnavailable
 from app.domain.paths import Paths
 from app.domain.settings import Settings
+from app.domain.units import steps_text
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.headless")
@@ -49,6 +50,7 @@ NEEDS_PERSON = "needs a person"
 class HeadlessConfig:
     approve: str = "safe"  # safe | all
     max_steps: int = 40
+    step_limit_hint: str = ""  # what to raise when the run reaches max_steps; "": the step limit in Settings
     trajectories: Path | None = None  # a folder per run is made in it
     person_may_be_present: bool = False  # arm the panic hotkey, the corner failsafe and the user-input pause
     max_refused_in_a_row: int = 3
@@ -124,7 +126,7 @@ class Decider:
         else:
             self.refused_in_a_row += 1
             if self.refused_in_a_row >= self.cfg.max_refused_in_a_row:
-                self._end(e.step, f"{self.refused_in_a_row} steps in a row needed approval (last: {e.reason})")
+                self._end(e.step, f"{steps_text(self.refused_in_a_row)} in a row needed approval (last: {e.reason})")
                 return
             self._resolve(e.step, Decision("reject", feedback=(
                 f"No one is here to approve this step (a headless run that auto-approves only safe steps): "
@@ -199,7 +201,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         for warning in info.warnings:
             echo(f"warning: {warning}")
         base = run_config(settings)
-        rc = replace(base, step_limit=cfg.max_steps,
+        rc = replace(base, step_limit=cfg.max_steps, step_limit_hint=cfg.step_limit_hint or base.step_limit_hint,
                      policy=replace(base.policy, auto_approve=True))
         capturer = Capturer(rc.capture)
         if executor_factory is not None:

@@ -28,6 +28,7 @@ from app.domain.actions import Action, Answer, AskUser, Wait, Write, target_of, 
 from app.domain.cancel import AnyOf, CancelToken
 from app.domain.errors import ActionError, Cancelled, DeskhandError, EngineUnavailable, ProposalError
 from app.domain.proposal import Observation, PastStep, Proposal, check_task_length, reply_for_model
+from app.domain.units import steps_text
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.agent")
@@ -48,6 +49,8 @@ class ScreenSource(Protocol):
 @dataclass(frozen=True)
 class RunConfig:
     step_limit: int = 40
+    # where the limit came from, said when a run reaches it: Settings, or `deskhand run --max-steps`
+    step_limit_hint: str = "Raise it in Settings if the task needs more."
     monitor: Any = None  # None: the monitor under the pointer; a number; "all"
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
@@ -148,8 +151,8 @@ class Run:
                     return outcome
                 feedback = outcome
                 step += 1
-            return self.finish("step_limit", "", f"Stopped after {self.cfg.step_limit} steps (the step limit). "
-                               "Raise it in Settings if the task needs more.", step - 1)
+            return self.finish("step_limit", "", f"Stopped after {steps_text(self.cfg.step_limit)} (the step limit). "
+                               f"{self.cfg.step_limit_hint}", step - 1)
         except Cancelled as exc:  # a step stopped while it acted counts: it was recorded, and it did something
             return self.finish("stopped", "", stopped_message(exc), step if self.stopped_acting else step - 1)
         except DeskhandError as exc:

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         steps = args.max_steps if args.max_steps is not None else settings.step_limit
-        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps,
+        hint = "" if args.max_steps is None else "Give a higher --max-steps if the task needs more."
+        cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps, step_limit_hint=hint,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
                              display=display)
         result = run_headless(args.task, settings, engine, default_paths().ensure(), cfg, token, _say)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def steps_text(n: int) -> str:
+    """ "1 step", "2 steps": every count of steps a message shows."""
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def human_bytes(n: float | None) -> str:
     if n is None:
         return "unknown size"

@@ -165,6 +165,8 @@ class Desk:
             run = CurrentRun(task, CancelToken())
             self.current = run
         cfg = HeadlessConfig(approve="safe", max_steps=max_steps or settings.step_limit,
+                             step_limit_hint="Call run_task with a higher max_steps if the task needs more."
+                             if max_steps else "",
                              person_may_be_present=not find_server(display).virtual, display=display)
 
         def observe(e: ev.Event) -> None:

@@ -30,6 +30,18 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     return engine
 
 
+def _check_file(flag: str, given: str) -> None:
+    """Before any run is recorded: a missing file used to fail at load time, saying to check Settings."""
+    from pathlib import Path
+
+    path = Path(given).expanduser()
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise DeskhandError(f"The file given with {flag} {what}: {given}",
+                            f"Give the path of a GGUF file to {flag}, or leave out --model and --mmproj to use "
+                            "the model in Settings.")
+
+
 def settings_of(args: argparse.Namespace) -> Any:
     """The user's settings with the engine, profile and tile budget the command line gives."""
     from app.domain.paths import default_paths
@@ -47,6 +59,8 @@ def settings_of(args: argparse.Namespace) -> Any:
     elif args.model or args.mmproj:
         if not (args.model and args.mmproj):
             raise DeskhandError("The embedded engine needs both --model and --mmproj.", "Give both GGUF files.")
+        for flag, given in (("--model", args.model), ("--mmproj", args.mmproj)):
+            _check_file(flag, given)
         s = s.replace(engine="local", text_model=args.model, mmproj=args.mmproj)
     elif args.served_model:
         s = s.replace(engine_model=args.served_model)

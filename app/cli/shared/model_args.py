@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from app.cli.shared.arg_types import tile_count
-from app.engine.llama.engine import LocalEngineConfig
 from app.engine.profile import DEFAULT_PROFILE
+
+if TYPE_CHECKING:  # imported where the config is made: `--help` must not load the engine (and llama.cpp)
+    from app.engine.llama.engine import LocalEngineConfig
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,6 +24,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def engine_config(args: argparse.Namespace) -> LocalEngineConfig:
+    from app.engine.llama.engine import LocalEngineConfig
+
     return LocalEngineConfig(text_model=args.model, mmproj=args.mmproj, profile=args.profile,
                              n_gpu_layers=args.gpu_layers, n_ctx=args.ctx, max_tiles=args.max_tiles,
                              max_tokens=args.max_tokens, n_threads=args.threads)
