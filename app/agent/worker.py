@@ -28,6 +28,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, CaptureError, DeskhandError
 from app.domain.paths import Paths
 from app.domain.settings import Settings
+from app.domain.units import steps_text
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.worker")
@@ -273,7 +274,7 @@ class AgentWorker:
     def _emit(self, event: ev.Event) -> None:
         """The run's events to the UI; when a run ends, a new task is accepted before anyone hears so."""
         if isinstance(event, ev.RunFinished):
-            log.info("run %s ended: %s after %d step(s)", event.run_id, event.outcome, event.steps)
+            log.info("run %s ended: %s after %s", event.run_id, event.outcome, steps_text(event.steps))
             with self._lock:
                 self._current = None
         self.sink(event)

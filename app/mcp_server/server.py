@@ -29,6 +29,7 @@ import app
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
+from app.domain.units import steps_text
 from app.mcp_server import desk, tools
 from app.mcp_server.consent import ConsentStore, not_allowed_message
 
@@ -106,7 +107,7 @@ class DeskhandServer:
 
     async def tool_status(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
         s = await anyio.to_thread.run_sync(self.desk.status)
-        text = (f"Running run {s['run_id']}: “{s['task']}”, {s['steps_done']} step(s) done; {s['last']}"
+        text = (f"Running run {s['run_id']}: “{s['task']}”, {steps_text(s['steps_done'])} done; {s['last']}"
                 if s["running"] else "No task is running.")
         text += " The Deskhand app is open." if s["app_running"] else ""
         text += "" if s["model_set_up"] else " No model is set up yet."
@@ -162,7 +163,7 @@ class DeskhandServer:
         r = run.result
         out = {"outcome": r.outcome, "answer": r.answer, "message": r.message, "steps": r.steps, "run_id": r.run_id,
                "needs_person": r.needs_person}
-        text = f"Run {r.run_id} {r.outcome} after {r.steps} step(s): {r.message}"
+        text = f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}"
         if r.answer:
             text += f"\nAnswer: {r.answer}"
         return _text(text, out)
