@@ -29,6 +29,7 @@ from app.agent.recorder import Recorder
 from app.agent.run_memory import without_secrets
 from app.agent.trajectory import RecordingEngine, Trajectory
 from app.agent.worker import run_config
+from app.desktop.accessibility import open_lookup
 from app.desktop.capture import Capturer
 from app.desktop.executor import Executor
 from app.desktop.held_input import HELD_FILE
@@ -189,6 +190,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     capturer: Capturer | None = None
     executor: Executor | None = None
     stops: Any = None
+    elements: Any = None
     outcome, message, answer, steps = "failed", "", "", 0
     try:
         trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,
@@ -208,8 +210,9 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
             executor = executor_factory(token, capturer)
         else:
             executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
+        elements = open_lookup()
         finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
-                            decider, gate, token)
+                            decider, gate, token, elements=elements)
         outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps
     except Cancelled as exc:  # stopped while the engine was loading
         outcome, message = "stopped", stopped_message(exc)
@@ -221,7 +224,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         log.exception("headless run %s failed", run_id)
         outcome, message = "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc})."
     finally:
-        for closer in (stops, executor, capturer, engine):
+        for closer in (stops, executor, capturer, engine, elements):
             stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
             if stop is not None:
                 with contextlib.suppress(Exception):

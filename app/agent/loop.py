@@ -24,7 +24,18 @@ from app.desktop.capture import CaptureConfig, Screenshot, StaleTargetError
 from app.desktop.executor import Executor, Outcome
 from app.desktop.stops import UserInputDetected
 from app.domain import events as ev
-from app.domain.actions import Action, Answer, AskUser, Wait, Write, target_of, tool_call_of
+from app.domain.accessible import AccessibleElement, disagreement
+from app.domain.actions import (
+    INPUT_ACTIONS,
+    Action,
+    Answer,
+    AskUser,
+    KeyPress,
+    Wait,
+    Write,
+    target_of,
+    tool_call_of,
+)
 from app.domain.cancel import AnyOf, CancelToken
 from app.domain.errors import ActionError, Cancelled, DeskhandError, EngineUnavailable, ProposalError
 from app.domain.proposal import Observation, PastStep, Proposal, check_task_length, reply_for_model
@@ -44,6 +55,14 @@ class ScreenSource(Protocol):
     def grab(self, monitor: Any = None) -> Screenshot: ...
     def settle(self, monitor: Any = None, token: CancelToken | None = None) -> Any: ...
     def ensure_unchanged(self, shot: Screenshot, action: Action) -> None: ...
+
+
+class ElementLookup(Protocol):
+    """What the loop needs of the accessibility tree (`app.desktop.accessibility.BoundedLookup`): answers
+    within its bound, or None."""
+
+    def element_at(self, x: int, y: int) -> AccessibleElement | None: ...
+    def focused(self) -> AccessibleElement | None: ...
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,7 @@ class _Step:
     shot: Screenshot
     feedback: str  # what the model is told with this screenshot
     attempt: int = 1
+    found: AccessibleElement | None = None  # the element at the target when it was proposed
 
 
 class Run:
@@ -85,8 +105,8 @@ class Run:
 
     def __init__(self, run_id: int, task: str, config: RunConfig, engine: Engine, screen: ScreenSource,
                  executor: Executor, recorder: Recorder | None, sink: ev.EventSink, gate: DecisionGate,
-                 token: CancelToken, pause: threading.Event, on_user_input_resume: Callable[[], None] | None = None
-                 ) -> None:
+                 token: CancelToken, pause: threading.Event, on_user_input_resume: Callable[[], None] | None = None,
+                 elements: ElementLookup | None = None) -> None:
         self.run_id, self.task, self.cfg = run_id, task, config
         self.engine, self.screen, self.executor, self.recorder = engine, screen, executor, recorder
         self.sink, self.gate, self.token, self.pause = sink, gate, token, pause
@@ -96,6 +116,7 @@ class Run:
         self.stopped_acting = False  # a stop came while the executor performed a step (so it is partly done)
         self.auto_approve = config.policy.auto_approve
         self.on_user_input_resume = on_user_input_resume
+        self.elements = elements
         self._prefetch: threading.Thread | None = None
         self._prefetch_stop = CancelToken()
 
@@ -216,17 +237,19 @@ class Run:
             self.record(replace(base, verdict="refuse", reason=exc.what))
             return f"Deskhand refused your action: {exc.what}"
         window = st.shot.target_window(action)
+        st.found = found = self.look_up(action, screen_point)
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
-                         self.proposed, window)
-        self.keep_secret(st.n, action, window)
+                         self.proposed, window, found)
+        self.keep_secret(st.n, action, window, element=found)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
         if not (verdict.kind == "auto" and isinstance(action, Answer)):  # that one ends the run
             self.start_prefetch(PastStep(obs, p.raw))
         self.proposed.append(action)
         log.info("step %d: %s, %s%s", st.n, action.tool_name, verdict.kind, " (risky)" if verdict.risky else "")
-        rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky)
+        rec = replace(base, description=description, verdict=verdict.kind, reason=verdict.reason, risky=verdict.risky,
+                      element=found.as_json() if found is not None else None)
         if verdict.kind == "ask":
             self.gate.open(st.n)  # before the event: a decision that follows it at once must not be lost
         self.publish(self.proposed_event(st, p, description, screen_point, verdict))
@@ -240,9 +263,21 @@ class Run:
             self.auto_approve = decision.auto_approve_safe
         return self.apply(st, obs, p, decision, rec, auto=verdict.kind == "auto")
 
-    def keep_secret(self, step: int, action: Action, window: Any, answer: str = "") -> None:
+    def look_up(self, action: Action, screen_point: tuple[int, int] | None) -> AccessibleElement | None:
+        """The real element an input action touches: the one at its target point, or the one with the keyboard
+        focus for keys typed where the focus is. None without a tree, or past the lookup's bound."""
+        if self.elements is None or not isinstance(action, INPUT_ACTIONS):
+            return None
+        if screen_point is not None:
+            return self.elements.element_at(*screen_point)
+        if isinstance(action, (Write, KeyPress)):
+            return self.elements.focused()
+        return None
+
+    def keep_secret(self, step: int, action: Action, window: Any, answer: str = "",
+                    element: AccessibleElement | None = None) -> None:
         """Text typed into a password-like field (or the answer to a question about one) is not recorded."""
-        if not sensitive(action, self.proposed, window, self.cfg.policy.rules):
+        if not sensitive(action, self.proposed, window, self.cfg.policy.rules, element):
             return
         texts = tuple(t for t in (action.text if isinstance(action, Write) else "", answer) if t.strip())
         if texts:
@@ -292,7 +327,8 @@ class Run:
             self.run_id, st.n, p.action, description, p.note, p.thought, getattr(p.action, "element", None),
             screen_point, st.shot.to_pixels(point) if point is not None else None, encode_view(st.shot.image),
             st.shot.image.size, (m.left, m.top, m.width, m.height), verdict.risky, verdict.reason,
-            verdict.kind != "auto", p.timings, p.counters)
+            verdict.kind != "auto", p.timings, p.counters, st.found,
+            disagreement(getattr(p.action, "element", None), st.found) if point is not None else "")
 
     def apply(self, st: _Step, obs: Observation, p: Proposal, d: Decision, rec: StepRecord,
               auto: bool) -> str | ev.RunFinished:
@@ -312,9 +348,11 @@ class Run:
             return f"The user rejected this action: {reply_for_model(d.feedback) or '(no reason given)'}"
         action = d.action if (d.kind == "edit" and d.action is not None) else p.action
         if d.kind == "edit":  # the record judges what is performed, not what was proposed
+            edited_target = target_of(action)
+            st.found = self.look_up(action, st.shot.to_input(edited_target) if edited_target is not None else None)
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
-                            st.shot.target_window(action))
-            self.keep_secret(st.n, action, st.shot.target_window(action))
+                            st.shot.target_window(action), st.found)
+            self.keep_secret(st.n, action, st.shot.target_window(action), element=st.found)
             final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
                             reason=f"{final.reason} Edited: {judged.reason}")
         if isinstance(action, Answer):
@@ -331,9 +369,20 @@ class Run:
             return f"Waited {action.seconds:g} seconds."
         return self.execute(st, action, final, edited=d.kind == "edit")
 
+    def ensure_same_element(self, st: _Step, action: Action) -> None:
+        """The element at the target is still the one the person approved (a dialog that replaced the form
+        under an unchanged-looking corner, a list that scrolled): compared by role, name and application."""
+        target = target_of(action)
+        if st.found is None or target is None:
+            return
+        now = self.look_up(action, st.shot.to_input(target))
+        if now is not None and not now.same_target(st.found):
+            raise StaleTargetError(f"the {st.found.label()} at the target is now the {now.label()}")
+
     def execute(self, st: _Step, action: Action, final: StepRecord, edited: bool) -> str:
         try:
             self.screen.ensure_unchanged(st.shot, action)
+            self.ensure_same_element(st, action)
         except StaleTargetError as exc:
             self.publish(ev.TargetChanged(self.run_id, st.n, exc.what))
             self.history.pop()  # the step is proposed again on a fresh screenshot
@@ -381,10 +430,10 @@ def stopped_message(exc: BaseException) -> str:
 def run_task(run_id: int, task: str, config: RunConfig, engine: Engine, screen: ScreenSource, executor: Executor,
              recorder: Recorder | None, sink: ev.EventSink, gate: DecisionGate, token: CancelToken,
              pause: threading.Event | None = None, on_user_input_resume: Callable[[], None] | None = None,
-             ) -> ev.RunFinished:
+             elements: ElementLookup | None = None) -> ev.RunFinished:
     """Run one task to its end and publish RunFinished (also returned)."""
     run = Run(run_id, task, config, engine, screen, executor, recorder, sink, gate, token,
-              pause or threading.Event(), on_user_input_resume)
+              pause or threading.Event(), on_user_input_resume, elements)
     finished = run.run()
     run.publish(finished)
     return finished

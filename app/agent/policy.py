@@ -2,7 +2,10 @@
 
 Risky actions (they can destroy or send something) are never auto-approved, whatever the auto-approve setting.
 The rules are data: resources/risk_rules.json. `window` is what the capture knows about the window the action
-targets (`Screenshot.target_window(action)`), passed in so that `decide` stays pure.
+targets (`Screenshot.target_window(action)`), and `element` what the accessibility tree says is really at the
+target point (or has the keyboard focus, for keys): both passed in so that `decide` stays pure. The real element
+is judged as well as the model's words for it: a button named "Delete account" is risky whatever the model
+called it, and a field the tree calls a password field is one whatever the window's title says.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Literal
 from app.agent.lookalikes import plain
 from app.desktop.key_sending import sent_combo
 from app.desktop.windows import WindowInfo
+from app.domain.accessible import AccessibleElement
 from app.domain.actions import (
     INPUT_ACTIONS,
     Action,
@@ -145,12 +149,16 @@ def _made_selection(previous: Action | None) -> bool:
     return isinstance(previous, Drag) or (isinstance(previous, Click) and previous.count > 1)
 
 
-def _context(action: Action, history: Sequence[Action], window: WindowInfo | None) -> str:
-    """Names around a keyboard action: its element, the element last clicked, the window's title and app."""
+def _context(action: Action, history: Sequence[Action], window: WindowInfo | None,
+             element: AccessibleElement | None = None) -> str:
+    """Names around a keyboard action: its element, the element last clicked, the window's title and app, and
+    the real element's name where the accessibility tree tells it."""
     names = [getattr(action, "element", None) or ""]
     last_click = next((a for a in reversed(history) if isinstance(a, (Click, Write)) and a.element), None)
     if last_click is not None and not getattr(action, "element", None):
         names.append(last_click.element or "")
+    if element is not None:
+        names.append(element.words())
     if window is not None:
         names += [window.title, window.app]
     return " | ".join(n for n in names if n)
@@ -177,9 +185,25 @@ def _is_shell(window: WindowInfo, rules: RiskRules) -> bool:
     return bool(who & rules.shell_apps) or any(p.search(window.title) for p in rules.shell_titles)
 
 
-def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules) -> str:
+def _real_target_risk(action: Action, element: AccessibleElement | None, rules: RiskRules) -> str:
+    """What the accessibility tree makes risky whatever the model wrote: a click on a control whose accessible
+    name is a risky word, typing into a field whose role or state is password."""
+    if element is None:
+        return ""
+    if isinstance(action, (Click, Drag)) and not element.container and (
+            m := _search(rules.click_words, element.words())):
+        return f"clicking the {element.label()} ({rules.click_why}: “{m.group(0)}”)"
+    if isinstance(action, Write) and element.password:
+        return f"{rules.password_why} (the {element.label()} is a password field)"
+    return ""
+
+
+def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules,
+         element: AccessibleElement | None = None) -> str:
     """Why the action is risky, or '' if it is not."""
     previous = history[-1] if history else None
+    if why := _real_target_risk(action, element, rules):
+        return why
     if isinstance(action, Click) and action.element and (m := _search(rules.click_words, action.element)):
         return f"clicking “{action.element}” ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, KeyPress):
@@ -193,7 +217,7 @@ def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, r
     # Enter after typing, however many steps later (clicks, waits and scrolls do not make typed text safe to send)
     enter = enters(action) or (isinstance(action, KeyPress) and frozenset(action.keys) == {"enter"}
                                and _typed_since_enter(history))
-    context = _context(action, history, window)
+    context = _context(action, history, window, element)
     if isinstance(action, (Write, KeyPress)) and window is not None and _is_shell(window, rules):
         doing = "typing into" if isinstance(action, Write) else "pressing keys in"
         return f"{doing} “{window.title or window.app}” ({rules.shell_why})"
@@ -210,18 +234,22 @@ def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, r
     return ""
 
 
-def sensitive(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules) -> bool:
+def sensitive(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules,
+              element: AccessibleElement | None = None) -> bool:
     """Text the record must not keep: typed into a password-like field, or the answer to a question for one."""
     if isinstance(action, Write):
-        return bool(_search(rules.password_words, _context(action, history, window)))
+        if element is not None and element.password:
+            return True
+        return bool(_search(rules.password_words, _context(action, history, window, element)))
     if isinstance(action, AskUser):
         return bool(_search(rules.password_words, action.question))
     return False
 
 
 def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
-           window: WindowInfo | None = None) -> Verdict:
-    """`history`: the actions proposed earlier in this run, oldest first."""
+           window: WindowInfo | None = None, element: AccessibleElement | None = None) -> Verdict:
+    """`history`: the actions proposed earlier in this run, oldest first; `element`: the accessibility tree's
+    element at the target point, or with the keyboard focus for keys (None where the tree says nothing)."""
     if isinstance(action, KeyPress):
         keys = sent_combo(action.keys)
         if keys == panic_keys(config.panic_hotkey):
@@ -236,10 +264,10 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
         return Verdict("auto", "No input: the result goes to you.")
     if repeats >= config.loop_limit:
         return Verdict("ask", f"The same action was proposed {repeats} times in a row; the run may be stuck.",
-                       risky=bool(risk(action, history, window, config.rules)))
+                       risky=bool(risk(action, history, window, config.rules, element)))
     if not isinstance(action, INPUT_ACTIONS):
         return Verdict("auto", "No input: Deskhand only waits.")
-    if why := risk(action, history, window, config.rules):
+    if why := risk(action, history, window, config.rules, element):
         return Verdict("ask", f"Risky: {why}. Risky actions are always asked about.", risky=True)
     if config.auto_approve and isinstance(action, (Write, KeyPress)) and window is None:
         # the shell and submit rules need the receiving window; without it, keys are not "safe"

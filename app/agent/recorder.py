@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS steps (
     executed TEXT,  -- what the executor did, screen coordinates
     timings TEXT NOT NULL DEFAULT '{}', counters TEXT NOT NULL DEFAULT '{}',
     error TEXT NOT NULL DEFAULT '',
+    element TEXT,  -- the accessibility tree's element at the target, JSON
     PRIMARY KEY (run_id, step, attempt)
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
@@ -89,6 +90,7 @@ class StepRecord:
     timings: dict[str, Any] | None = None
     counters: dict[str, Any] | None = None
     error: str = ""
+    element: dict[str, Any] | None = None  # the accessibility tree's element at the target (AccessibleElement)
 
 
 def _dump(v: Any) -> str | None:
@@ -125,6 +127,8 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     con.executescript(SCHEMA)
     if "owner" not in {row[1] for row in con.execute("PRAGMA table_info(runs)")}:  # a history from before it
         con.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+    if "element" not in {row[1] for row in con.execute("PRAGMA table_info(steps)")}:
+        con.execute("ALTER TABLE steps ADD COLUMN element TEXT")
     return con
 
 
@@ -143,7 +147,7 @@ def _disk_error(exc: Exception, what: str) -> DeskhandError:
 INSERT_STEP = (
     "INSERT OR REPLACE INTO steps(run_id, step, attempt, recorded_at, screenshot, width, height, monitor, observation,"
     " raw_output, note, thought, action, description, verdict, reason, risky, decision, edited_action, feedback,"
-    " executed, timings, counters, error) VALUES (" + ", ".join("?" * 24) + ")")
+    " executed, timings, counters, error, element) VALUES (" + ", ".join("?" * 25) + ")")
 
 
 def _joined(error: str, note: str) -> str:
@@ -271,7 +275,8 @@ class Recorder:
             return (run_id, rec.step, rec.attempt, time.time(), shot, w, h, json.dumps(rec.monitor or {}),
                     rec.observation, rec.raw_output, rec.note, rec.thought, _dump(rec.action), rec.description,
                     rec.verdict, rec.reason, int(rec.risky), rec.decision, _dump(rec.edited_action), rec.feedback,
-                    _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), error)
+                    _dump(rec.executed), json.dumps(rec.timings or {}), json.dumps(rec.counters or {}), error,
+                    _dump(rec.element))
 
         try:
             self._write(f"step {rec.step}", INSERT_STEP, row(shot, rec.error))

@@ -11,7 +11,7 @@ from app.domain.proposal import PastStep
 
 REDACTED = "[redacted]"
 _TEXT_FIELDS = ("observation", "raw_output", "note", "thought", "action", "description", "reason", "edited_action",
-                "feedback", "executed", "error")
+                "feedback", "executed", "error", "element")
 
 
 def let_go_of_old_images(history: list[PastStep], kept: int) -> None:

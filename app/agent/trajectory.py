@@ -174,6 +174,8 @@ class Trajectory:
         if isinstance(e, ev.StepProposed):
             s.update(action=tool_call_of(e.action), description=e.description, target_screen=e.target_screen,
                      verdict="ask" if e.needs_decision else "auto", reason=e.reason, risky=e.risky)
+            if e.found is not None:
+                s.update(element=e.found.as_json(), element_mismatch=e.mismatch or None)
         elif isinstance(e, ev.StepDecided):
             s.update(decision=e.decision, decision_feedback=e.feedback)
         elif isinstance(e, ev.StepExecuted):

@@ -19,6 +19,7 @@ from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
+from app.desktop.accessibility import open_lookup
 from app.desktop.backend import open_capturer
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor, Executor
@@ -70,9 +71,11 @@ class _Current:
 class AgentWorker:
     def __init__(self, paths: Paths, sink: ev.EventSink, *, engine_factory: EngineFactory = local_engine,
                  hide: HideHook | None = None, dry_run: bool = False,
-                 executor_factory: Callable[[CancelToken, Capturer, Settings], tuple[Executor, Any]] | None = None
-                 ) -> None:
+                 executor_factory: Callable[[CancelToken, Capturer, Settings], tuple[Executor, Any]] | None = None,
+                 elements_factory: Callable[[], Any] = open_lookup) -> None:
         self.paths, self.sink, self.engine_factory = paths, sink, engine_factory
+        self.elements_factory = elements_factory
+        self._elements: Any = None  # the accessibility lookups, opened with the first run and kept
         self.hide, self.dry_run, self.executor_factory = hide, dry_run, executor_factory
         self.gate = DecisionGate()
         self.pause_flag = threading.Event()
@@ -170,7 +173,7 @@ class AgentWorker:
         self._release()
 
     def _release(self) -> None:
-        for closer in (self._engine, self._capturer, self._recorder, self._live):
+        for closer in (self._engine, self._capturer, self._recorder, self._live, self._elements):
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer.close()
@@ -215,8 +218,10 @@ class AgentWorker:
             capturer = self._capturer
             capturer.config = cfg.capture
             executor, guard = self._executor(token, capturer, settings)
+            if self._elements is None:
+                self._elements = self.elements_factory()
             run_task(run_id, task, cfg, engine, capturer, executor, self._recorder, self._emit, self.gate, token,
-                     self.pause_flag, getattr(guard, "resume", None))
+                     self.pause_flag, getattr(guard, "resume", None), self._elements)
         except Cancelled as exc:
             self._fail(run_id, "stopped", stopped_message(exc))
         except DeskhandError as exc:

@@ -10,6 +10,7 @@ MODULES = (
     "app.cli.propose_cmd",
     "app.cli.prompt_cmd",
     "app.cli.capture_cmd",
+    "app.cli.inspect_cmd",
     "app.cli.do_cmd",
     "app.cli.run_cmd",
     "app.cli.stop_cmd",

@@ -21,6 +21,7 @@ class WindowInfo:
     height: int
     focused: bool = False
     process: str = ""  # the owning process's name where the platform tells it (X11: _NET_WM_PID), e.g. "kgx"
+    pid: int = 0  # that process (0: not told)
 
     def contains(self, x: float, y: float) -> bool:
         return self.left <= x < self.left + self.width and self.top <= y < self.top + self.height
@@ -102,14 +103,14 @@ class X11Desktop:
         value = prop.value
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
-    def _process(self, window: Any) -> str:
-        """The name of the process that owns the window (a local one: _NET_WM_PID names a pid on this host)."""
-        pid = (self._prop(window, self._pid) or [0])[0]
+    def _process(self, window: Any) -> tuple[str, int]:
+        """The name and pid of the process that owns the window (a local one: _NET_WM_PID names a pid here)."""
+        pid = int((self._prop(window, self._pid) or [0])[0])
         try:
-            with open(f"/proc/{int(pid)}/comm", encoding="utf-8", errors="replace") as f:
-                return f.read().strip() if pid else ""
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+                return (f.read().strip(), pid) if pid else ("", 0)
         except OSError:
-            return ""
+            return "", 0
 
     def windows(self) -> tuple[WindowInfo, ...]:
         from Xlib import X, error
@@ -126,9 +127,10 @@ class X11Desktop:
                     continue  # an undecorated helper window (tray, tooltips, frames without a client)
                 geo = w.get_geometry()
                 pos = self._root.translate_coords(w, 0, 0)
+                process, pid = self._process(w)
                 out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
                                       int(geo.width), int(geo.height), focused=w.id == active_id,
-                                      process=self._process(w)))
+                                      process=process, pid=pid))
             except error.XError:
                 continue  # the window went away while we looked at it
         return tuple(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.domain.accessible import AccessibleElement
 from app.domain.actions import Action
 from app.domain.proposal import Counters, EngineInfo, Timings
 
@@ -79,6 +80,8 @@ class StepProposed(Event):
     needs_decision: bool
     timings: Timings
     counters: Counters
+    found: AccessibleElement | None = None  # what the accessibility tree says is at the target (or focused)
+    mismatch: str = ""  # said to the person when the model's `element` and the real element disagree
 
 
 @dataclass(frozen=True)

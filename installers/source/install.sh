@@ -50,10 +50,11 @@ if [ "${XDG_SESSION_TYPE:-}" = wayland ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
   esac
 fi
 if [ "$MODE" = test ]; then
-  # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests;
+  # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests; the
+  # accessibility bus (at-spi2-core) and GTK dialogs (zenity) for the accessibility tests;
   # a headless GNOME session (mutter, PipeWire, the portals) for the Wayland tests (about 310 MB).
   need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils \
-mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon"
+mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon at-spi2-core zenity"
 fi
 if command -v dpkg-query >/dev/null; then
   missing=""

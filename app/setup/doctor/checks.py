@@ -253,12 +253,14 @@ def _safe(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
 
 def run_doctor(paths: Paths, overrides: dict[str, Any] | None = None) -> Report:
     """`overrides`: settings to check instead of the saved ones (`doctor --engine URL`)."""
+    from app.setup.doctor.accessibility import check_accessibility
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [
         ("Python", check_python), ("Packages", check_packages), ("GPU", lambda: check_gpu_and_llama(gpu)),
         ("Display server", check_display_and_capture), ("Permissions", check_platform_permissions),
-        ("Keyring", check_keyring), ("Folders", lambda: check_folders(paths)),
+        ("Accessibility lookups", check_accessibility), ("Keyring", check_keyring),
+        ("Folders", lambda: check_folders(paths)),
         ("History", lambda: check_history(paths)), ("Model files", lambda: check_model(paths, gpu, overrides))]
     return Report(tuple(c for name, fn in steps for c in _safe(name, fn)))

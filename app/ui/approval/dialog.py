@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from app.agent.approval import Decision
 from app.domain import events as ev
+from app.domain.accessible import touches
 from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
 from app.ui import placement, shortcuts
@@ -108,6 +109,10 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.setWindowTitle(f"Deskhand — step {e.step}: {'answer the model' if ask else 'approve?'}")
         self.step_label.setText(f"Step {e.step}")
         self.description.setText(e.description)
+        self.real_target.setText(touches(action, e.found))
+        self.real_target.setVisible(e.found is not None)
+        self.mismatch.setText(f"⚠ {e.mismatch} Check the picture before you approve.")
+        self.mismatch.setVisible(bool(e.mismatch))
         self.risk.setVisible(e.risky)
         self.risk.setText(f"⚠ {e.reason}")
         self.view.set_image(d.image, e.screenshot_size)
@@ -272,6 +277,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
             except ActionError:
                 edited = None
             self.description.setText(at.describe(edited, e) if edited is not None else e.description)
+            # what the tree said is at the old point; Deskhand looks again at the new one when it acts
+            self.real_target.setVisible(edited is None and e.found is not None)
+            self.mismatch.setVisible(edited is None and bool(e.mismatch))
         if not self.edit_button.isChecked():
             self.edit_button.blockSignals(True)
             self.edit_button.setChecked(True)  # the step is now "edited"; the picture need not take clicks

@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.agent.approval import Decision
 from app.domain import events as ev
+from app.domain.accessible import touches
 from app.ui import placement
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.approval.marker import TargetOverlay
@@ -174,7 +175,9 @@ class RunPresenter(QObject):
         else:
             self.overlay.clear()
         if self.tray is not None and not self.main.isVisible() and not self.main_stepped_aside:
-            self.tray.notify("Deskhand needs your approval", e.description)
+            real = touches(e.action, e.found)
+            self.tray.notify("Deskhand needs your approval", "\n".join(t for t in (e.description, real, e.mismatch)
+                                                                         if t))
 
     # ------------------------------------------------------------------ the main window out of the way
     def _step_aside(self, avoid: placement.Rect | None) -> None:

@@ -1,0 +1,48 @@
+"""What the operating system's accessibility tree says is under a point, and what has the keyboard focus.
+
+`open_lookup()` runs the platform's backend (AT-SPI on Linux, UI Automation on Windows, AX on macOS)
+through `BoundedLookup`, off the caller's thread and within a time bound. Everything here is optional: with no
+accessibility service a lookup answers None and Deskhand works on pixels alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from app.desktop.accessibility.backend import AccessibilityBackend, AccessibilityUnavailable
+from app.desktop.accessibility.bounded import BoundedLookup
+
+OFF_ENV = "DESKHAND_ACCESSIBILITY"  # "off": pixels alone (a tree that misleads, or a slow desktop)
+
+
+def platform_backend() -> AccessibilityBackend:
+    """The backend for this platform; AccessibilityUnavailable says why there is none."""
+    if os.environ.get(OFF_ENV, "").lower() in ("off", "0", "no", "false"):
+        raise AccessibilityUnavailable(f"Accessibility lookups are turned off ({OFF_ENV}=off).",
+                                       f"Unset {OFF_ENV} to turn them on.")
+    if sys.platform == "win32":
+        from app.desktop.accessibility.uia import UiaBackend
+
+        return UiaBackend()
+    if sys.platform == "darwin":
+        from app.desktop.accessibility.ax import AxBackend
+
+        return AxBackend()
+    from app.desktop.accessibility.atspi import AtspiBackend
+    from app.desktop.windows import X11Desktop
+
+    backend = AtspiBackend()
+    if os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        with contextlib.suppress(Exception):  # no X: the active window stands in for the stacking order
+            backend.use_stacking(X11Desktop())  # closed with the backend
+    return backend
+
+
+def open_lookup(bound_s: float | None = None) -> BoundedLookup:
+    """Lookups for one run (or one command): the backend starts on its own thread at once."""
+    return BoundedLookup(platform_backend) if bound_s is None else BoundedLookup(platform_backend, bound_s)
+
+
+__all__ = ["AccessibilityUnavailable", "BoundedLookup", "open_lookup", "platform_backend"]

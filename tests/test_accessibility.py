@@ -1,0 +1,388 @@
+"""What is really under the pointer: AT-SPI lookups on a private desktop with Debian's accessibility bus, a Qt
+window and GTK (zenity) dialogs; the risk policy, the approval dialog, the stale-target check and the records
+using them; and everything as before where there is no accessibility bus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from app.agent.approval import Decision, DecisionGate
+from app.agent.loop import RunConfig, run_task
+from app.agent.policy import PolicyConfig, decide, sensitive
+from app.agent.recorder import Recorder, connect, run_steps
+from app.agent.trajectory import RecordingEngine, Trajectory
+from app.desktop.accessibility import BoundedLookup, open_lookup
+from app.desktop.accessibility.backend import BackendStatus, check_deadline
+from app.desktop.capture import CaptureConfig, Capturer
+from app.desktop.executor import DryRunExecutor
+from app.desktop.windows import WindowInfo
+from app.domain import events as ev
+from app.domain.accessible import AccessibleElement, disagreement, touches
+from app.domain.actions import Click, Point, Write
+from app.domain.cancel import CancelToken
+from app.domain.paths import default_paths
+from app.setup.doctor.accessibility import check_accessibility
+from tests.accessibility_desktop import accessible_desktop, element_named
+from tests.desktop import REPO, wait_until
+from tests.scripted_engine import ScriptedEngine
+
+SIZE = (1280, 800)  # the private desktop: one monitor at (0, 0)
+NO_SETTLE = CaptureConfig(settle_timeout_s=0.0)
+NEUTRAL = WindowInfo("Preferences", "python3", 60, 60, 360, 260, focused=True)
+
+
+def model_point(x: int, y: int) -> dict[str, float]:
+    return {"x": (x + 0.5) / SIZE[0] * 1000, "y": (y + 0.5) / SIZE[1] * 1000}
+
+
+@pytest.fixture(scope="module")
+def a11y(tmp_path_factory, qapp):  # this process's QApplication stays on pytest-xvfb's display, not this desktop
+    with accessible_desktop(tmp_path_factory.mktemp("a11y")) as desktop:
+        yield desktop
+
+
+@pytest.fixture(scope="module")
+def qt(a11y):
+    return a11y.qt_window("Preferences", (60, 60))
+
+
+@pytest.fixture()
+def lookup(a11y):
+    lk = open_lookup()
+    yield lk
+    lk.close()
+
+
+def window_box(title: str) -> tuple[int, int, int, int]:
+    """Where the window manager put the window titled `title`: (left, top, width, height) of its client area."""
+    from app.desktop.windows import X11Desktop
+
+    def find() -> WindowInfo | None:
+        desktop = X11Desktop()
+        try:
+            return next((w for w in desktop.windows() if w.title == title), None)
+        finally:
+            desktop.close()
+
+    w = wait_until(find, 20, f"the window “{title}”", 0.1)
+    return w.left, w.top, w.width, w.height
+
+
+def gtk_button(a11y: Any, lookup: BoundedLookup, title: str, name: str) -> tuple[tuple[int, int], AccessibleElement]:
+    """Where zenity's button `name` is: along the bottom of its dialog (the window manager places it)."""
+    x, y, w, h = window_box(title)
+
+    def scan() -> tuple[tuple[int, int], AccessibleElement] | None:
+        for px in range(x + w - 8, x, -10):
+            e = lookup.element_at(px, y + h - 20, bound_s=2.0)
+            if e is not None and e.name == name:
+                return (px, y + h - 20), e
+        return None
+
+    return wait_until(scan, 20, f"zenity's “{name}” button", 0.2)
+
+
+# ------------------------------------------------------------------ the element at a point
+
+def test_the_element_at_a_point_of_a_qt_window_and_a_gtk_dialog(a11y, qt, lookup):
+    point = qt.centre("delete")
+    e = element_named(lookup, point, "Delete account")
+    assert (e.role, e.window, e.pid) == ("push button", "Preferences", qt.proc.pid)
+    assert {"enabled", "focusable"} <= e.states and not e.password
+    left, top, w, h = e.box
+    assert left <= point[0] < left + w and top <= point[1] < top + h
+    assert e.label() == "button “Delete account” in “Preferences”"
+
+    dialog = a11y.zenity("--question", "--title=Remove", "--text=Remove the account?", "--ok-label=Delete account",
+                         "--cancel-label=Keep")
+    try:
+        _, g = gtk_button(a11y, lookup, "Remove", "Delete account")
+        assert (g.role, g.app, g.window, g.pid) == ("push button", "zenity", "Remove", dialog.pid)
+        assert lookup.element_at(3, 3, bound_s=2.0) is None  # the bare desktop: nothing exposes it
+    finally:
+        a11y.close(dialog)
+
+
+def test_a_password_field_is_known_by_its_state_whatever_the_window_title(a11y, qt, lookup):
+    qt_field = element_named(lookup, qt.centre("value"), "Value")
+    entry = a11y.zenity("--entry", "--hide-text", "--title=Preferences — value", "--text=Value")
+    try:
+        x, y, w, h = window_box("Preferences — value")
+        gtk_field = wait_until(lambda: next((e for py in range(y + 20, y + h, 6)
+                                             if (e := lookup.element_at(x + w // 2, py, bound_s=2.0)) is not None
+                                             and e.password), None), 20, "zenity's password entry", 0.2)
+    finally:
+        a11y.close(entry)
+    rules = PolicyConfig(auto_approve=True).rules
+    for field in (qt_field, gtk_field):
+        assert field.password and field.role == "password text" and "editable" in field.states, field
+        typing = Write("hunter2", point=Point(500, 500))
+        # the title, the field's name and the model's words say nothing of a password: only the tree does
+        assert decide(typing, PolicyConfig(auto_approve=True), (), NEUTRAL).kind == "auto"
+        verdict = decide(typing, PolicyConfig(auto_approve=True), (), NEUTRAL, field)
+        assert verdict.kind == "ask" and verdict.risky and "password field" in verdict.reason
+        assert sensitive(typing, (), NEUTRAL, rules, field) and not sensitive(typing, (), NEUTRAL, rules)
+
+
+# ------------------------------------------------------------------ a run that uses the tree
+
+class Rig:
+    """The loop as the worker runs it: real capture, lookups, gate, recorder and trajectory; a dry-run executor
+    and a scripted model."""
+
+    def __init__(self, tmp_path: Any, script: list[Any], auto_approve: bool = True) -> None:
+        self.paths = default_paths(tmp_path / "home").ensure()
+        self.engine = ScriptedEngine(script, keep_images=False)
+        self.events: list[ev.Event] = []
+        self.gate, self.token = DecisionGate(), CancelToken()
+        self.policy = PolicyConfig(auto_approve=auto_approve, loop_limit=50)
+        self.finished: ev.RunFinished | None = None
+        self.folder = tmp_path / "trajectory"
+
+    def sink(self, e: ev.Event) -> None:
+        self.events.append(e)
+        self.trajectory.on_event(e)
+
+    def _run(self, steps: int) -> None:
+        capturer, recorder, lookup = Capturer(NO_SETTLE), Recorder(self.paths.database, self.paths.runs), open_lookup()
+        self.trajectory = Trajectory(self.folder, {"task": "t"})
+        try:
+            self.run_id = recorder.start_run("do the task", "scripted", {}, False)
+            cfg = RunConfig(step_limit=steps, policy=self.policy, capture=NO_SETTLE, prefetch=False)
+            self.finished = run_task(self.run_id, "do the task", cfg, RecordingEngine(self.engine, self.trajectory),
+                                     capturer, DryRunExecutor(), recorder, self.sink, self.gate, self.token,
+                                     elements=lookup)
+            self.trajectory.finish(self.finished.outcome, self.finished.message)
+        finally:
+            lookup.close()
+            recorder.close()
+            capturer.close()
+
+    def start(self, steps: int = 5) -> threading.Thread:
+        t = threading.Thread(target=self._run, args=(steps,), daemon=True)
+        t.start()
+        return t
+
+    def wait_for(self, kind: type, n: int = 1) -> Any:
+        return wait_until(lambda: [e for e in self.events if isinstance(e, kind)][n - 1:n], 30,
+                          f"{kind.__name__} #{n}")[0]
+
+    def steps(self) -> list[dict[str, Any]]:
+        con = connect(self.paths.database)
+        try:
+            return run_steps(con, self.run_id)
+        finally:
+            con.close()
+
+    def trajectory_steps(self) -> list[dict[str, Any]]:
+        lines = (self.folder / "trajectory.jsonl").read_text(encoding="utf-8").splitlines()
+        return [d for d in map(json.loads, lines) if d["type"] == "step"]
+
+
+def test_a_click_the_model_calls_ok_on_a_button_named_delete_account_asks_and_the_dialog_names_it(
+        a11y, qt, lookup, tmp_path, qtbot):
+    from app.ui.approval.dialog import ApprovalDialog
+    from tests.ui_support import delivered
+
+    element_named(lookup, qt.centre("delete"), "Delete account")  # registered before the run looks
+    click = {"tool_name": "click", "element": "OK", **model_point(*qt.centre("delete"))}
+    rig = Rig(tmp_path, [click, {"tool_name": "answer", "content": "done"}], auto_approve=True)
+    t = rig.start()
+    e = rig.wait_for(ev.StepProposed)
+    # auto-approve is on and the model's words are harmless: the real button's name makes it risky
+    assert e.needs_decision and e.risky and "“Delete account”" in e.reason, e.reason
+    assert e.found is not None and e.found.name == "Delete account" and e.found.pid == qt.proc.pid
+    assert "“OK”" in e.mismatch and "“Delete account”" in e.mismatch
+    rig.gate.resolve(1, Decision("approve"))
+    t.join(30)
+    assert rig.finished is not None and rig.finished.outcome == "answered", rig.finished
+
+    step = rig.steps()[0]
+    assert json.loads(step["element"])["name"] == "Delete account" and step["risky"]
+    assert rig.trajectory_steps()[0]["element"]["label"] == "button “Delete account” in “Preferences”"
+
+    dialog = ApprovalDialog()
+    qtbot.addWidget(dialog)
+    dialog.present(delivered(e), False)
+    assert dialog.real_target.text() == "Click → button “Delete account” in “Preferences”"
+    assert dialog.mismatch.isVisibleTo(dialog) and "“OK”" in dialog.mismatch.text()
+    assert dialog.approve_button.text() == "Approve (click)"  # risky: no key approves it
+    dialog.hide()
+
+
+def test_an_element_renamed_under_an_unchanged_picture_makes_the_step_proposed_again(a11y, qt, lookup, tmp_path):
+    element_named(lookup, qt.centre("save"), "Save")
+    click = {"tool_name": "click", "element": "Save", **model_point(*qt.centre("save"))}
+    rig = Rig(tmp_path, [click, click, {"tool_name": "answer", "content": "done"}], auto_approve=False)
+    t = rig.start()
+    first = rig.wait_for(ev.StepProposed)
+    assert first.found is not None and first.found.name == "Save" and not first.mismatch
+    qt.request(cmd="rename", widget="save", accessible="Format disk")  # the pixels stay as they were
+    element_named(lookup, qt.centre("save"), "Format disk")
+    try:
+        rig.gate.resolve(1, Decision("approve"))
+        changed = rig.wait_for(ev.TargetChanged)
+        assert "“Save”" in changed.message and "“Format disk”" in changed.message, changed.message
+        again = rig.wait_for(ev.StepProposed, 2)
+        assert again.step == 1 and again.found is not None and again.found.name == "Format disk"
+        assert again.risky and again.mismatch  # "Format" is no risky word, but the model still says "Save"
+    finally:
+        rig.token.cancel("stopped by you")
+        t.join(30)
+        qt.request(cmd="rename", widget="save", accessible="Save")
+    assert not [e for e in rig.events if isinstance(e, ev.StepExecuted)]  # nothing was done to the renamed one
+
+
+def test_what_is_typed_into_a_password_field_of_a_neutral_window_is_never_recorded(a11y, qt, lookup, tmp_path):
+    element_named(lookup, qt.centre("value"), "Value")
+    write = {"tool_name": "write", "content": "hunter2-secret", "element": "Value", **model_point(*qt.centre("value"))}
+    rig = Rig(tmp_path, [write, {"tool_name": "answer", "content": "done"}], auto_approve=True)
+    t = rig.start()
+    e = rig.wait_for(ev.StepProposed)
+    assert e.risky and e.found is not None and e.found.password
+    rig.gate.resolve(1, Decision("approve"))
+    t.join(30)
+    assert rig.finished is not None and rig.finished.outcome == "answered"
+    rows = json.dumps(rig.steps())
+    trajectory = (rig.folder / "trajectory.jsonl").read_text(encoding="utf-8")
+    assert "hunter2-secret" not in rows and "hunter2-secret" not in trajectory
+    assert json.loads(rig.steps()[0]["element"])["password"] is True
+    assert rig.trajectory_steps()[0]["element"]["role"] == "password text"
+
+
+# ------------------------------------------------------------------ the command line and the doctor
+
+def inspect(a11y: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = a11y.env(DESKHAND_HOME=os.environ.get("DESKHAND_HOME", ""))
+    return subprocess.run([sys.executable, "-m", "app", "inspect", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_deskhand_inspect_names_the_element_at_a_pixel_and_the_focused_one(a11y, qt, lookup):
+    x, y = qt.centre("delete")
+    element_named(lookup, (x, y), "Delete account")
+    out = inspect(a11y, str(x), str(y), "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["input"] == [x, y] and found["backend"] == "AT-SPI"
+    assert found["element"]["name"] == "Delete account" and found["element"]["role"] == "push button"
+    words = inspect(a11y, str(x), str(y))
+    assert "button “Delete account” in “Preferences”" in words.stdout and "role: push button" in words.stdout
+
+    a11y.server.run("xdotool", "mousemove", *map(str, qt.centre("value")), "click", "1")
+    focused = wait_until(lambda: (r := inspect(a11y, "--focused", "--json")).returncode == 0
+                         and json.loads(r.stdout)["element"]["role"] == "password text" and r, 20,
+                         "the password field to have the focus", 0.2)
+    assert json.loads(focused.stdout)["element"]["name"] == "Value"
+    bad = inspect(a11y, str(x))
+    assert bad.returncode == 2 and "give both X and Y" in bad.stderr
+
+
+def test_the_doctor_says_lookups_work_and_how_to_turn_on_the_rest(a11y, qt, lookup):
+    element_named(lookup, qt.centre("delete"), "Delete account")
+    check = check_accessibility()
+    assert "AT-SPI lookups work" in check.detail
+    # nothing switched the desktop's accessibility on (no screen reader): Qt and browsers would stay silent
+    assert check.status == "warn" and "toolkit-accessibility" in check.fix and not check.required
+
+
+def test_without_an_accessibility_bus_lookups_answer_nothing_and_everyone_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", "disabled:")
+    lk = open_lookup()
+    try:
+        assert lk.element_at(10, 10) is None and lk.focused() is None and not lk.available()
+    finally:
+        lk.close()
+    check = check_accessibility()
+    assert check.status == "warn" and "no D-Bus session bus" in check.detail and check.fix and not check.required
+    out = subprocess.run([sys.executable, "-m", "app", "inspect", "10", "10"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": "disabled:"})
+    assert out.returncode == 2 and "no D-Bus session bus" in out.stderr and "→" in out.stderr
+
+    # a session bus without at-spi2-core's launcher (nothing to activate): the doctor names the package
+    conf = tmp_path / "bus.conf"
+    conf.write_text("<!DOCTYPE busconfig PUBLIC '-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN' "
+                    "'http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd'><busconfig><type>session</type>"
+                    f"<listen>unix:dir={tmp_path}</listen><policy context='default'><allow send_destination='*'/>"
+                    "<allow eavesdrop='true'/><allow own='*'/></policy></busconfig>")
+    bus = subprocess.Popen(["dbus-daemon", f"--config-file={conf}", "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert bus.stdout is not None
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.stdout.readline().strip())
+        check = check_accessibility()
+        assert check.status == "warn" and "not running" in check.detail and "at-spi2-core" in check.fix
+    finally:
+        bus.terminate()
+        bus.wait(10)
+        if bus.stdout is not None:
+            bus.stdout.close()
+
+
+# ------------------------------------------------------------------ the bound, and the words
+
+class SlowBackend:
+    """A backend whose application hangs until released: the lookup must not wait for it."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.release, self.saw_deadline_pass = threading.Event(), threading.Event()
+
+    def element_at(self, x: int, y: int, deadline: float) -> AccessibleElement | None:
+        self.release.wait(30)
+        try:
+            check_deadline(deadline)
+        except Exception:
+            self.saw_deadline_pass.set()
+            raise
+        return AccessibleElement("push button", "Late")
+
+    def focused(self, deadline: float) -> AccessibleElement | None:
+        return AccessibleElement("text", "Now", pid=1) if time.monotonic() <= deadline else None
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(True, "slow")
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_a_lookup_past_its_bound_is_abandoned_and_the_next_one_answers_once_the_backend_is_free():
+    backend = SlowBackend()
+    lk = BoundedLookup(lambda: backend, bound_s=0.05)
+    try:
+        assert lk.element_at(1, 1) is None and lk.late == 1  # abandoned: the step goes on without it
+        backend.release.set()
+        assert backend.saw_deadline_pass.wait(10)  # and the backend stopped at its deadline, answering nothing
+        assert wait_until(lambda: lk.focused(bound_s=5.0), 10, "a fresh lookup").name == "Now"
+    finally:
+        lk.close()
+
+
+def test_the_model_s_words_and_the_real_element_agree_loosely_and_disagree_plainly():
+    button = AccessibleElement("push button", "Delete account", window="Settings — Firefox")
+    assert disagreement("OK", button).startswith("The model calls its target “OK”, but the button at that point "
+                                                 "is named “Delete account”.")
+    for agreeing in ("Delete account", "the Delete account button", "delete", "DELETE ACCOUNT"):
+        assert disagreement(agreeing, button) == "", agreeing
+    assert disagreement(None, button) == "" and disagreement("OK", None) == ""
+    assert disagreement("OK", AccessibleElement("push button", "")) == ""  # an unnamed control says nothing
+    assert touches(Click(Point(1, 1), "OK"), button) == "Click → button “Delete account” in “Settings — Firefox”"
+    assert touches(Click(Point(1, 1), button="right"), button).startswith("Right-click → ")
+    again = AccessibleElement.from_json(json.loads(json.dumps(button.as_json())))
+    assert again == button and again.same_target(AccessibleElement("push button", "delete  account",
+                                                                   states=frozenset({"focused"}),
+                                                                   window="Settings — Firefox"))
+    # a container's title is no control's name: clicking into a document called "Delete me" is no risk by name
+    doc = AccessibleElement("document web", "Delete me")
+    assert not decide(Click(Point(1, 1), "page"), PolicyConfig(auto_approve=True), (), NEUTRAL, doc).risky
+    assert decide(Click(Point(1, 1), "OK"), PolicyConfig(auto_approve=True), (), NEUTRAL, button).risky
