@@ -286,6 +286,31 @@ def test_deskhand_inspect_names_the_element_at_a_pixel_and_the_focused_one(a11y,
     assert bad.returncode == 2 and "give both X and Y" in bad.stderr
 
 
+def test_deskhand_do_says_what_the_action_really_touches_before_it_asks(a11y, qt, lookup):
+    x, y = qt.centre("delete")
+    element_named(lookup, (x, y), "Delete account")
+    call = json.dumps({"tool_name": "click", "element": "OK", "x": x, "y": y})
+    out = subprocess.run([sys.executable, "-m", "app", "do", call, "--space", "pixels", "--dry-run"], cwd=REPO,
+                         env=a11y.env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Click → button “Delete account” in “Preferences”" in out.stderr
+    assert "warning: The model calls its target “OK”" in out.stderr and "“Delete account”" in out.stderr
+    assert "warning: Risky: clicking the button “Delete account”" in out.stderr  # judged by the real name
+
+
+def test_on_wayland_only_the_focused_element_is_looked_up(a11y, qt, lookup, monkeypatch):
+    x, y = qt.centre("delete")
+    element_named(lookup, (x, y), "Delete account")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-deskhand-test")  # what a Wayland session's Deskhand sees
+    wayland = open_lookup()
+    try:
+        # a client there reports boxes relative to its own window: an element "at a point" would be a wrong one
+        assert wayland.element_at(x, y, bound_s=2.0) is None
+        assert "only the element with the keyboard focus" in wayland.status().what
+    finally:
+        wayland.close()
+
+
 def test_the_doctor_says_lookups_work_and_how_to_turn_on_the_rest(a11y, qt, lookup):
     element_named(lookup, qt.centre("delete"), "Delete account")
     check = check_accessibility()

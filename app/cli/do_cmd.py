@@ -13,15 +13,19 @@ from typing import Any
 from app.agent.policy import PolicyConfig, decide
 from app.cli.capture_cmd import add_monitor_argument, open_capturer, parse_monitor
 from app.cli.shared.terminal_text import json_text, terminal_safe
+from app.desktop.accessibility import open_lookup
 from app.desktop.backend import open_executor, open_stops, stop_ways
 from app.desktop.capture import Capturer, Screenshot, StaleTargetError
 from app.desktop.executor import DryRunExecutor, Executor, Outcome
 from app.desktop.held_input import HELD_FILE
 from app.desktop.stops import UserInputDetected, hotkey_label
-from app.domain.actions import action_from_tool_call
+from app.domain.accessible import AccessibleElement, disagreement, touches
+from app.domain.actions import Action, KeyPress, Write, action_from_tool_call, target_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import default_paths
+
+LOOKUP_BOUND_S = 1.0  # a person at a terminal can wait longer for the tree than a step does
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -100,6 +104,18 @@ def _perform(action: Any, shot: Screenshot, capturer: Capturer, token: CancelTok
         stops.stop()
 
 
+def real_element(action: Action, shot: Screenshot) -> AccessibleElement | None:
+    """The accessibility tree's element at the action's target (or with the focus, for keys), or None."""
+    lookup = open_lookup()
+    try:
+        target = target_of(action)
+        if target is not None:
+            return lookup.element_at(*shot.to_input(target), bound_s=LOOKUP_BOUND_S)
+        return lookup.focused(bound_s=LOOKUP_BOUND_S) if isinstance(action, (Write, KeyPress)) else None
+    finally:
+        lookup.close()
+
+
 def run(args: argparse.Namespace) -> int:
     token = CancelToken()
     signals: list[int] = []
@@ -117,7 +133,12 @@ def run(args: argparse.Namespace) -> int:
             shot = capturer.grab(which)
             action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call, by_person=True)
             description = action.describe(shot.locator())
-            verdict = decide(action, PolicyConfig(), (), shot.target_window(action))
+            found = real_element(action, shot)
+            verdict = decide(action, PolicyConfig(), (), shot.target_window(action), found)
+            if found is not None:  # what the action really touches, and whether the words given for it agree
+                print(terminal_safe(f"deskhand: {touches(action, found)}"), file=sys.stderr)
+                if mismatch := disagreement(getattr(action, "element", None), found):
+                    print(terminal_safe(f"deskhand: warning: {mismatch}"), file=sys.stderr)
             if verdict.kind == "refuse":
                 print(terminal_safe(f"deskhand: refused: {description}. {verdict.reason}"), file=sys.stderr)
                 return 1

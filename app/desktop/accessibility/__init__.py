@@ -33,8 +33,9 @@ def platform_backend() -> AccessibilityBackend:
     from app.desktop.accessibility.atspi import AtspiBackend
     from app.desktop.windows import X11Desktop
 
-    backend = AtspiBackend()
-    if os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+    wayland = bool(os.environ.get("WAYLAND_DISPLAY")) or os.environ.get("XDG_SESSION_TYPE") == "wayland"
+    backend = AtspiBackend(points=not wayland)
+    if os.environ.get("DISPLAY") and not wayland:
         with contextlib.suppress(Exception):  # no X: the active window stands in for the stacking order
             backend.use_stacking(X11Desktop())  # closed with the backend
     return backend

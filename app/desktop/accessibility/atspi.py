@@ -71,7 +71,12 @@ class AtspiBackend:
     name = "AT-SPI"
 
     def __init__(self, session_address: str | None = None,
-                 stacking: Callable[[], tuple[WindowInfo, ...]] | None = None, own_pid: int | None = None) -> None:
+                 stacking: Callable[[], tuple[WindowInfo, ...]] | None = None, own_pid: int | None = None,
+                 points: bool = True) -> None:
+        """`points`: whether the applications' screen coordinates are real ones. Not on Wayland, where a client
+        does not know where its window is (GTK and Qt report window-relative boxes there): an element "at a
+        point" would be a wrong one, so only the focused element is looked up."""
+        self.points = points
         try:
             from jeepney import DBusAddress, new_method_call
             from jeepney.io.blocking import open_dbus_connection
@@ -248,6 +253,8 @@ class AtspiBackend:
 
     # ------------------------------------------------------------------ the interface
     def element_at(self, x: int, y: int, deadline: float) -> AccessibleElement | None:
+        if not self.points:
+            return None
         self._deadline = deadline
         try:
             window = self._top_window(self._windows(), x, y)
@@ -301,8 +308,11 @@ class AtspiBackend:
             return BackendStatus(False, "The accessibility bus runs, but no application on screen exposes its "
                                         "controls.", TURN_ON, apps)
         todo = "" if self.enabled else TURN_ON
-        return BackendStatus(True, f"AT-SPI lookups work: {len(apps)} application(s) expose their controls "
-                                   f"({', '.join(apps[:5])}).", todo, apps)
+        what = f"AT-SPI lookups work: {len(apps)} application(s) expose their controls ({', '.join(apps[:5])})."
+        if not self.points:
+            what += (" On Wayland only the element with the keyboard focus is known: applications there do not know "
+                     "where their windows are on the screen, so the element at a click's point is not looked up.")
+        return BackendStatus(True, what, todo, apps)
 
     def close(self) -> None:
         self._bus.close()
