@@ -165,6 +165,11 @@ class TargetWindow(QWidget):
             self.anim.start(msg.get("period", 40))
         elif cmd == "stop_animation":
             self.anim.stop()
+        elif cmd == "move":  # the window elsewhere on the screen
+            self.move(*msg["to"])
+        elif cmd == "rename":  # the Sign in button's text
+            self.button.setText(msg["text"])
+            self.button.repaint()
         elif cmd == "hide":
             self.hide()
         elif cmd == "show":

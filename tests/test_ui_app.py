@@ -245,6 +245,46 @@ def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recor
     qtbot.waitUntil(lambda: not h.isVisible())
 
 
+def test_history_saves_a_run_that_worked_as_a_task_with_its_typed_text_as_a_variable(qtbot, make_app, paths):
+    from app.agent.task_store import TaskStore
+    from app.domain.actions import Write
+    from app.ui.history.save_task import SaveTaskDialog
+
+    rec = Recorder(paths.database, paths.runs)
+    done = rec.start_run("Sign in as alice@example.com", "m", {}, False)
+    typing = Write("alice@example.com", point=_point(300, 190), element="email")
+    rec.add_step(done, StepRecord(1, image=screen_image((960, 540)), action=tool_call_of(typing),
+                                  description="Type into 'email'", decision="approve"))
+    rec.finish_run(done, "answered", "ok", "The model finished the task.")
+    failed = rec.start_run("A run that failed", "m", {}, False)
+    rec.finish_run(failed, "failed", "", "It did not work.")
+    rec.close()
+    app = make_app()
+    app.start()
+    app.open_history()
+    h = app.history
+    qtbot.waitUntil(lambda: h.table.rowCount() == 2)
+    rows = {h.table.item(r, 0).text(): r for r in range(2)}
+    h.table.selectRow(rows["A run that failed"])
+    qtbot.waitUntil(lambda: h.run_id == failed)
+    assert not h.save_task_button.isEnabled()  # only a run that worked can be done again
+    h.table.selectRow(rows["Sign in as alice@example.com"])
+    qtbot.waitUntil(lambda: len(h.steps) == 1)
+    assert h.save_task_button.isEnabled()
+    dialog = SaveTaskDialog("Sign in as alice@example.com", h.steps)
+    qtbot.addWidget(dialog)
+    assert [text for text, _ in dialog.variables] == ["alice@example.com"]  # offered as a variable
+    dialog.variables[0][1].setText("email")
+    assert dialog.values() == {"email": "alice@example.com"}
+    h.save_as_task(done, "sign in", dialog.values())
+    qtbot.waitUntil(lambda: any("Saved as the task" in t for t in h.status.texts()))
+    task = TaskStore(paths.tasks).load("sign in")
+    assert task.task == "Sign in as {email}" and task.steps[0].action["content"] == "{email}"
+    h.save_as_task(done, "sign in", {})  # the same name again: said, and the saved one kept
+    qtbot.waitUntil(lambda: any("already saved" in t for t in h.status.texts()))
+    assert TaskStore(paths.tasks).load("sign in").variables[0].name == "email"
+
+
 def test_recent_tasks_come_from_the_record(qtbot, make_app, recorded):
     app = make_app()
     app.start()

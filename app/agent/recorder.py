@@ -323,7 +323,7 @@ def run_steps(con: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         d = dict(r)
-        for key in ("monitor", "action", "edited_action", "executed", "timings", "counters"):
+        for key in ("monitor", "action", "edited_action", "executed", "timings", "counters", "element"):
             d[key] = json.loads(d[key]) if d[key] else None
         out.append(d)
     return out

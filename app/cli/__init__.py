@@ -13,6 +13,7 @@ MODULES = (
     "app.cli.inspect_cmd",
     "app.cli.do_cmd",
     "app.cli.run_cmd",
+    "app.cli.task_cmd",
     "app.cli.stop_cmd",
     "app.cli.mcp_cmd",
     "app.cli.setup_cmd",

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, help="what to do, in plain language")
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The engine, approval, display and output options of a headless run (`run`, `task run`)."""
     engine = add_engine_arguments(p)
     engine.add_argument("--max-tiles", type=tile_count, help="tile budget per screenshot (1..12)")
     p.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
@@ -53,7 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", metavar="DIR", help="where the run's trajectory folder goes (default: <data>/trajectories)")
     p.add_argument("--display", metavar=":N", help="the X display to act on (default: $DISPLAY)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    p.set_defaults(func=run)
 
 
 def _say(text: str) -> None:
@@ -83,6 +89,13 @@ def _display(args: argparse.Namespace) -> tuple[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    return execute(args, args.task, lambda settings: _engine(settings, from_command_line=bool(args.engine)))
+
+
+def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any],
+            after: Callable[[], None] | None = None) -> int:
+    """Run `task` headless with the engine `engine_for(settings)` gives (`deskhand task run` gives its replay);
+    `after` says more once the run ended."""
     from app.agent.headless import HeadlessConfig, run_headless
     from app.domain.paths import default_paths
 
@@ -90,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         display, virtual = _display(args)
         settings = _settings(args)
-        engine = _engine(settings, from_command_line=bool(args.engine))
+        engine = engine_for(settings)
     except DeskhandError as exc:
         _say(str(exc))
         return EXIT_USAGE
@@ -109,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps, step_limit_hint=hint,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
                              display=display)
-        result = run_headless(args.task, settings, engine, default_paths().ensure(), cfg, token, _say)
+        result = run_headless(task, settings, engine, default_paths().ensure(), cfg, token, _say)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -122,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         status = EXIT.get(result.outcome, 1)
     _say(f"run {result.run_id} {result.outcome}: {result.message}")
+    if after is not None:
+        after()
     if result.trajectory is not None:
         _say(f"trajectory: {result.trajectory}")
     if args.json:

@@ -33,6 +33,11 @@ class Paths:
         return self.data / "models"
 
     @property
+    def tasks(self) -> Path:
+        """Saved tasks (app/domain/saved_task.py), one file each."""
+        return self.data / "tasks"
+
+    @property
     def database(self) -> Path:
         return self.data / "runs.sqlite3"
 

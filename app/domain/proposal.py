@@ -70,6 +70,7 @@ class Counters:
     thinking_tokens: int = 0  # of those, the reasoning before the answer
     rebuilds: int = 0  # full re-evaluations (first step, no usable checkpoint, overflow)
     context_used: int = 0
+    replayed: int = 0  # 1: the step came from a saved task (its target found on the screen), no model call
 
 
 @dataclass(frozen=True)

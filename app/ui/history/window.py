@@ -31,6 +31,7 @@ from app.domain.actions import action_from_tool_call, target_of
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.ui.background import Background
+from app.ui.history.save_task import SaveTaskDialog
 from app.ui.icons import app_icon
 from app.ui.messages import escape
 from app.ui.run.step_list import DECISION_WORDS
@@ -75,6 +76,14 @@ class HistoryStore:
 
     def export(self, run_id: int, dest: Path) -> Path:
         return recorder.export_run(self._c(), self.paths.runs, run_id, dest)
+
+    def save_task(self, run_id: int, name: str, values: dict[str, str]) -> Any:
+        from app.agent.task_save import save_run
+        from app.agent.task_store import TaskStore
+
+        task = save_run(self.paths.database, self.paths.runs, run_id, name, values)
+        TaskStore(self.paths.tasks).save(task)
+        return task
 
     def close(self) -> None:
         if self._con is not None:
@@ -127,11 +136,14 @@ class HistoryWindow(QWidget):
         row = QHBoxLayout()
         self.refresh_button = QPushButton("Refresh")
         self.export_button = QPushButton("Export…")
+        self.save_task_button = QPushButton("Save as task…")
+        self.save_task_button.setToolTip("Save a run that worked, to do it again (deskhand task run NAME)")
         self.delete_button = QPushButton("Delete")
         self.refresh_button.clicked.connect(self.refresh)
         self.export_button.clicked.connect(self._ask_export)
+        self.save_task_button.clicked.connect(self._ask_save_task)
         self.delete_button.clicked.connect(self._ask_delete)
-        for b in (self.refresh_button, self.export_button, self.delete_button):
+        for b in (self.refresh_button, self.export_button, self.save_task_button, self.delete_button):
             row.addWidget(b)
         row.addStretch(1)
         lv.addLayout(row)
@@ -202,6 +214,7 @@ class HistoryWindow(QWidget):
         run = self.runs[rows[0].row()]
         self.run_id = run["id"]
         self._enable_run_buttons(True)
+        self.save_task_button.setEnabled(run["status"] == "answered" and not run["private"])
         run_id = int(run["id"])
 
         def show(steps: list[dict[str, Any]]) -> None:
@@ -211,6 +224,7 @@ class HistoryWindow(QWidget):
 
     def _enable_run_buttons(self, on: bool) -> None:
         self.export_button.setEnabled(on)
+        self.save_task_button.setEnabled(on)
         self.delete_button.setEnabled(on)
 
     # ------------------------------------------------------------------ replay
@@ -284,6 +298,21 @@ class HistoryWindow(QWidget):
             self.status.show_message(f"<b>Exported</b> to {escape(str(path))}", "success", "export",
                                      [("Open folder", open_folder)])
         self.background.run(lambda: self.store.export(run_id, dest), done, self._failed)
+
+    def _ask_save_task(self) -> None:
+        run = next((r for r in self.runs if r["id"] == self.run_id), None)
+        if run is None:
+            return
+        dialog = SaveTaskDialog(run["task"], self.steps, self)
+        if dialog.exec() == SaveTaskDialog.DialogCode.Accepted:
+            self.save_as_task(int(run["id"]), dialog.name.text(), dialog.values())
+
+    def save_as_task(self, run_id: int, name: str, values: dict[str, str]) -> None:
+        def done(task: Any) -> None:
+            self.status.show_message(f"<b>Saved as the task “{escape(task.name)}”</b> ({len(task.steps)} steps). "
+                                     f"Run it again with <code>deskhand task run \"{escape(task.name)}\"</code>.",
+                                     "success", "saved-task")
+        self.background.run(lambda: self.store.save_task(run_id, name, values), done, self._failed)
 
     def _ask_delete(self) -> None:
         if self.run_id is None:

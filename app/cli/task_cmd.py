@@ -1,0 +1,212 @@
+"""`deskhand task`: saved tasks — save a run that worked, list, show, run again (replaying the steps whose target is
+on the screen, the model asked only for the others), delete, export and import."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.cli.shared.terminal_text import json_text, terminal_safe
+from app.domain.errors import DeskhandError
+
+EXIT_USAGE = 2
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from app.cli.run_cmd import add_run_arguments
+
+    p = sub.add_parser("task", help="saved tasks: save a run that worked, then run it again",
+                       description="Save a finished run as a task (its steps, each with a picture of its target) "
+                                   "and run it again: a step whose target is found on the screen is replayed "
+                                   "without the model; the model is asked only for the others. Risky steps are "
+                                   "judged as in any run.")
+    cmds = p.add_subparsers(dest="task_cmd", metavar="COMMAND", required=True)
+    cmds.add_parser("list", help="the saved tasks").set_defaults(func=list_tasks)
+    show = cmds.add_parser("show", help="a saved task's text, variables and steps")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="print the task file (without its pictures)")
+    show.set_defaults(func=show_task)
+    save = cmds.add_parser("save", help="save a finished run (its number in History) as a task")
+    save.add_argument("run_id", type=int, metavar="RUN")
+    save.add_argument("name")
+    save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",
+                      help="turn the text TEXT (typed by the run, or in its task) into the variable {NAME}")
+    save.add_argument("--replace", action="store_true", help="replace a saved task of that name")
+    save.set_defaults(func=save_task)
+    run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)")
+    run.add_argument("name")
+    run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
+    add_run_arguments(run)
+    run.set_defaults(func=run_task)
+    delete = cmds.add_parser("delete", help="delete a saved task")
+    delete.add_argument("name")
+    delete.set_defaults(func=delete_task)
+    export = cmds.add_parser("export", help="copy a saved task to a file")
+    export.add_argument("name")
+    export.add_argument("file", type=Path)
+    export.set_defaults(func=export_task)
+    imp = cmds.add_parser("import", help="add a task file (checked first)")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--name", help="save it under another name")
+    imp.add_argument("--replace", action="store_true", help="replace a saved task of that name")
+    imp.set_defaults(func=import_task)
+
+
+def _store() -> Any:
+    from app.agent.task_store import TaskStore
+    from app.domain.paths import default_paths
+
+    return TaskStore(default_paths().tasks)
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise DeskhandError(f"“{item}” is not NAME=VALUE.", "Write it as --var email=alice@example.com.")
+        out[name.strip()] = value
+    return out
+
+
+def _fail(exc: DeskhandError) -> int:
+    print(f"deskhand: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def list_tasks(args: argparse.Namespace) -> int:
+    store = _store()
+    names = store.names()
+    if not names:
+        print("No saved tasks yet. Save a finished run with `deskhand task save RUN NAME` (or History → Save as "
+              "task).")
+        return 0
+    for name in names:
+        try:
+            t = store.load(name)
+            print(terminal_safe(f"{name}: {t.task}  ({len(t.steps)} steps"
+                                + (f"; variables: {', '.join(t.variable_names())}" if t.variables else "") + ")"))
+        except DeskhandError as exc:
+            print(terminal_safe(f"{name}: cannot be read — {exc.what}"))
+    return 0
+
+
+def show_task(args: argparse.Namespace) -> int:
+    try:
+        t = _store().load(args.name)
+    except DeskhandError as exc:
+        return _fail(exc)
+    if args.json:
+        data = t.as_json()
+        for s in data["steps"]:
+            s["crop_png"] = f"<{len(s['crop_png'])} characters of PNG>" if s["crop_png"] else ""
+        print(json_text(data, indent=2))
+        return 0
+    print(terminal_safe(f"{t.name}: {t.task}"))
+    for v in t.variables:
+        print(terminal_safe(f"  variable {v.name}: " + ("secret, asked for when it runs" if v.secret
+                                                        else f"default “{v.default}”")))
+    for i, s in enumerate(t.steps, 1):
+        print(terminal_safe(f"  {i}. {s.description or s.action.get('tool_name')}"
+                            + ("" if s.crop_png else " (no target: done as recorded)")))
+    if t.answer:
+        print(terminal_safe(f"  answer: {t.answer}"))
+    return 0
+
+
+def save_task(args: argparse.Namespace) -> int:
+    from app.agent.task_save import save_run
+    from app.domain.paths import default_paths
+
+    paths = default_paths()
+    try:
+        task = save_run(paths.database, paths.runs, args.run_id, args.name, _pairs(args.var))
+        path = _store().save(task, replace=args.replace)
+    except DeskhandError as exc:
+        return _fail(exc)
+    print(terminal_safe(f"Saved run {args.run_id} as the task “{task.name}” ({len(task.steps)} steps) in {path}."))
+    for v in task.variables:
+        print(terminal_safe(f"  {{{v.name}}}: " + ("a secret, asked for when it runs" if v.secret
+                                                   else f"“{v.default}” unless --var {v.name}=… says otherwise")))
+    return 0
+
+
+def _values(task: Any, given: dict[str, str]) -> dict[str, str]:
+    values: dict[str, str] = task.values(given)
+    for v in task.variables:
+        if v.name not in values:  # a secret with no value given: asked for, never echoed
+            if not sys.stdin.isatty():
+                raise DeskhandError(f"The task “{task.name}” needs the secret {v.name}.",
+                                    f"Give it with --var {v.name}=…, or run it in a terminal to be asked.")
+            values[v.name] = getpass.getpass(f"{v.name} for “{task.name}”: ")
+    return values
+
+
+def run_task(args: argparse.Namespace) -> int:
+    from app.agent.replay import ReplayEngine
+    from app.cli.run_cmd import _say, execute
+    from app.cli.shared.engine_choice import engine_of
+
+    try:
+        saved = _store().load(args.name)
+        values = _values(saved, _pairs(args.var))
+        task_text = saved.render(saved.task, values)
+    except DeskhandError as exc:
+        return _fail(exc)
+    replay: list[ReplayEngine] = []
+
+    def engine_for(settings: Any) -> ReplayEngine:
+        replay.append(ReplayEngine(saved, values, lambda: engine_of(settings, from_command_line=bool(args.engine))))
+        return replay[0]
+
+    def after() -> None:
+        if replay:
+            r = replay[0]
+            _say(f"replayed {r.replayed} of {len(saved.steps)} saved steps without the model; the model was asked "
+                 f"for {r.asked}")
+
+    return execute(args, task_text, engine_for, after)
+
+
+def delete_task(args: argparse.Namespace) -> int:
+    try:
+        path = _store().delete(args.name)
+    except DeskhandError as exc:
+        return _fail(exc)
+    print(f"Deleted {path}.")
+    return 0
+
+
+def export_task(args: argparse.Namespace) -> int:
+    store = _store()
+    try:
+        store.load(args.name)  # a damaged task is not handed on
+        if args.file.exists():
+            raise DeskhandError(f"{args.file} already exists.", "Choose a new file name; nothing was written.")
+        shutil.copyfile(store.path(args.name), args.file)
+    except DeskhandError as exc:
+        return _fail(exc)
+    except OSError as exc:
+        return _fail(DeskhandError(f"{args.file} could not be written: {exc.strerror or exc}.",
+                                   "Choose a folder you can write to."))
+    print(f"Exported “{args.name}” to {args.file}.")
+    return 0
+
+
+def import_task(args: argparse.Namespace) -> int:
+    from app.domain.saved_task import read_task, renamed
+
+    try:
+        task = read_task(args.file)
+        if args.name:
+            task = renamed(task, args.name)
+        path = _store().save(task, replace=args.replace)
+    except DeskhandError as exc:
+        return _fail(exc)
+    print(json.dumps({"imported": task.name, "file": str(path), "steps": len(task.steps)}, ensure_ascii=False))
+    return 0

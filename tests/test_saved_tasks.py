@@ -1,0 +1,188 @@
+"""Saved tasks on the private X desktop with the Qt target window: a run that worked is saved (its steps with a
+picture of each target), then done again headless with the real executor — replayed without the model when the
+targets are on the screen (unchanged, with another variable value, after the window moved), the model asked for
+the step whose button was renamed; and task files that are damaged or from a newer Deskhand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from app.agent.headless import HeadlessConfig, run_headless
+from app.agent.recorder import connect, run_steps
+from app.agent.replay import ReplayEngine
+from app.agent.task_save import save_run
+from app.agent.task_store import TaskStore
+from app.domain.cancel import CancelToken
+from app.domain.errors import DeskhandError
+from app.domain.paths import default_paths
+from app.domain.saved_task import read_task
+from app.domain.settings import Settings
+from tests.desktop import REPO
+from tests.scripted_engine import ScriptedEngine
+
+pytestmark = pytest.mark.xdisplay
+SCREEN = (1920, 1080)  # the private desktop's one monitor
+ALL = HeadlessConfig(approve="all", max_steps=10, person_may_be_present=False)
+
+
+def at(point: tuple[int, int]) -> dict[str, float]:
+    return {"x": (point[0] + 0.5) / SCREEN[0] * 1000, "y": (point[1] + 0.5) / SCREEN[1] * 1000}
+
+
+def sign_in_script(target: Any, email: str) -> list[dict[str, Any]]:
+    return [{"tool_name": "click", "element": "email field", **at(target.centre("edit"))},
+            {"tool_name": "write", "content": email, "element": "email field", **at(target.centre("edit"))},
+            {"tool_name": "click", "element": "Sign in", **at(target.centre("button"))},
+            {"tool_name": "answer", "content": "Signed in."}]
+
+
+class NoModel:
+    """Where the model would be loaded: a replay that finds every target must never get here."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def __call__(self) -> Any:
+        self.made += 1
+        raise AssertionError("the model was asked for a step the saved task should have replayed")
+
+
+def run(engine: Any, paths: Any, task: str = "Sign in as alice@example.com") -> Any:
+    return run_headless(task, Settings(), engine, paths, ALL, CancelToken())
+
+
+def steps_of(paths: Any, run_id: int) -> list[dict[str, Any]]:
+    con = connect(paths.database)
+    try:
+        return run_steps(con, run_id)
+    finally:
+        con.close()
+
+
+@pytest.fixture()
+def recorded(target, tmp_path):
+    """A run that signed in, made by the scripted model with every step approved, and its saved task."""
+    target.request("move", to=[200, 150])
+    target.request("rename", text="Sign in")
+    target.request("set_text", text="")
+    target.drain()
+    paths = default_paths(tmp_path / "home").ensure()
+    result = run(ScriptedEngine(sign_in_script(target, "alice@example.com")), paths)
+    assert result.outcome == "answered", result.message
+    assert target.state()["text"] == "alice@example.com"
+    target.wait_event("clicked")
+    saved = save_run(paths.database, paths.runs, result.run_id, "sign in", {"email": "alice@example.com"})
+    TaskStore(paths.tasks).save(saved)
+    target.request("set_text", text="")
+    target.drain()
+    return paths, saved
+
+
+def test_a_saved_run_replays_unchanged_without_the_model(recorded, target):
+    paths, saved = recorded
+    assert saved.task == "Sign in as {email}" and [v.name for v in saved.variables] == ["email"]
+    assert [s.action["tool_name"] for s in saved.steps] == ["click", "write", "click"]
+    assert saved.steps[1].action["content"] == "{email}" and all(s.crop_png for s in saved.steps)
+    task = TaskStore(paths.tasks).load("sign in")  # from its file, as `deskhand task run` reads it
+    no_model = NoModel()
+    replay = ReplayEngine(task, task.values({}), no_model)
+    result = run(replay, paths, task.render(task.task, task.values({})))
+    assert result.outcome == "answered" and result.answer == "Signed in.", result.message
+    assert no_model.made == 0 and (replay.replayed, replay.asked) == (3, 0)
+    assert target.state()["text"] == "alice@example.com"
+    target.wait_event("clicked")
+    # the run record says each step was replayed, and took no model time
+    rows = steps_of(paths, result.run_id)
+    assert [r["counters"]["replayed"] for r in rows] == [1, 1, 1, 1]
+    assert all(r["counters"]["tokens_generated"] == 0 for r in rows)
+
+
+def test_another_value_is_typed_and_a_moved_window_is_found_at_its_new_place(recorded, target):
+    paths, saved = recorded
+    target.request("move", to=[700, 420])
+    target.drain()
+    values = saved.values({"email": "bob@example.org"})
+    replay = ReplayEngine(saved, values, NoModel())
+    result = run(replay, paths, saved.render(saved.task, values))
+    assert result.outcome == "answered", result.message
+    assert replay.asked == 0 and target.state()["text"] == "bob@example.org"
+    target.wait_event("clicked")
+    rows = steps_of(paths, result.run_id)
+    clicked_at = rows[2]["executed"]["points"][0]
+    x, y, w, h = target.rect("button")
+    assert x <= clicked_at[0] < x + w and y <= clicked_at[1] < y + h  # the button where it is now
+
+
+def test_a_renamed_button_is_a_step_for_the_model(recorded, target):
+    paths, saved = recorded
+    target.request("rename", text="Log in now")
+    target.drain()
+    model = ScriptedEngine([{"tool_name": "click", "element": "Log in now", **at(target.centre("button"))}])
+    replay = ReplayEngine(saved, saved.values({}), lambda: model)
+    result = run(replay, paths, saved.render(saved.task, saved.values({})))
+    assert result.outcome == "answered", result.message
+    assert (replay.replayed, replay.asked) == (2, 1) and model.loads == 1 and len(model.seen) == 1
+    assert "This task was done before in these steps" in model.seen[0].task  # the saved steps as guidance
+    target.wait_event("clicked")
+    assert [r["counters"].get("replayed", 0) for r in steps_of(paths, result.run_id)] == [1, 1, 0, 1]
+
+
+def test_damaged_and_newer_task_files_are_refused_by_name_and_left_as_they_are(recorded, tmp_path):
+    paths, saved = recorded
+    store = TaskStore(paths.tasks)
+    good = store.path("sign in").read_text(encoding="utf-8")
+    cases = {
+        "newer": (json.dumps({**json.loads(good), "version": 9}), "saved by a newer Deskhand (task format 9"),
+        "cut": (good[: len(good) // 2], "is damaged (not JSON"),
+        "stepless": (json.dumps({**json.loads(good), "steps": [{"description": "x"}]}), "is damaged: KeyError"),
+        "foreign": (json.dumps({"name": "x"}), "is not a Deskhand task file"),
+    }
+    for name, (text, said) in cases.items():
+        path = paths.tasks / f"{name}.deskhand-task.json"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(DeskhandError) as err:
+            store.load(name)
+        assert said in err.value.what and "left as it is" in str(err.value), (name, str(err.value))
+        assert path.read_text(encoding="utf-8") == text  # nothing lost
+    assert read_task(store.path("sign in")).name == "sign in"  # the good one still reads
+    with pytest.raises(DeskhandError, match="already saved"):
+        store.save(saved)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app", "task", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ})
+
+
+def test_the_task_commands_save_show_export_import_and_delete(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("DESKHAND_HOME", str(tmp_path / "cli-home"))
+    target.request("move", to=[200, 150])
+    target.request("rename", text="Sign in")
+    target.request("set_text", text="")
+    paths = default_paths().ensure()
+    result = run(ScriptedEngine(sign_in_script(target, "carol@example.net")), paths, "Sign in as carol@example.net")
+    assert result.outcome == "answered"
+    saved = cli("save", str(result.run_id), "carol", "--var", "email=carol@example.net")
+    assert saved.returncode == 0, saved.stderr
+    assert "{email}" in saved.stdout and "3 steps" in saved.stdout
+    shown = cli("show", "carol")
+    assert "Sign in as {email}" in shown.stdout and "variable email: default “carol@example.net”" in shown.stdout
+    assert "carol: Sign in as {email}  (3 steps; variables: email)" in cli("list").stdout
+    out = tmp_path / "carol.json"
+    assert cli("export", "carol", str(out)).returncode == 0 and out.exists()
+    again = cli("import", str(out), "--name", "carol two")
+    assert again.returncode == 0 and json.loads(again.stdout)["imported"] == "carol two"
+    unknown = cli("run", "carol", "--var", "mail=x")
+    assert unknown.returncode == 2 and "has no variable 'mail' (it has: email)" in unknown.stderr
+    bad = cli("save", "999", "nope")
+    assert bad.returncode == 2 and "There is no run 999" in bad.stderr
+    assert cli("delete", "carol").returncode == 0
+    assert "carol two" in cli("list").stdout and "carol:" not in cli("list").stdout
+    missing = cli("show", "carol")
+    assert missing.returncode == 2 and "no saved task “carol” (saved tasks: carol two)" in missing.stderr
