@@ -43,6 +43,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     add_run_arguments(run)
     run.set_defaults(func=run_task)
+    sched = cmds.add_parser("schedule", help="run a saved task at a set time (a systemd user timer)",
+                            description="Run a saved task at a set time through the system's scheduler (a systemd "
+                                        "user timer on Linux): headless on this display, recorded in History. A run "
+                                        "missed while the computer was off runs at the next start.")
+    sched.add_argument("name", nargs="?")
+    when = sched.add_mutually_exclusive_group()
+    when.add_argument("--at", metavar="'YYYY-MM-DD HH:MM'", help="once, at that time")
+    when.add_argument("--daily", metavar="HH:MM", help="every day at that time")
+    when.add_argument("--list", action="store_true", help="the scheduled tasks")
+    when.add_argument("--remove", action="store_true", help="remove the task's schedule")
+    sched.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
+    sched.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
+                       help="as `deskhand run` (safe: a step that needs a person ends the run, History says why)")
+    sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
     delete.add_argument("name")
     delete.set_defaults(func=delete_task)
@@ -209,4 +223,36 @@ def import_task(args: argparse.Namespace) -> int:
     except DeskhandError as exc:
         return _fail(exc)
     print(json.dumps({"imported": task.name, "file": str(path), "steps": len(task.steps)}, ensure_ascii=False))
+    return 0
+
+
+def schedule_task(args: argparse.Namespace) -> int:
+    from app.setup import task_schedule as ts
+
+    try:
+        if args.list:
+            found = ts.schedules()
+            print("\n".join(f"{unit}: {when}" for unit, when in found) if found else "No saved task is scheduled.")
+            return 0
+        if not args.name:
+            raise DeskhandError("Name the saved task.", "deskhand task schedule NAME --at 'YYYY-MM-DD HH:MM'")
+        if args.remove:
+            removed = ts.remove(args.name)
+            print(f"Removed the schedule of “{args.name}” ({', '.join(p.name for p in removed)}).")
+            return 0
+        task = _store().load(args.name)
+        given = _pairs(args.var)
+        task.values(given)  # unknown names are said now, not at 9 o'clock tomorrow
+        secret = next((v.name for v in task.variables if v.secret and v.name not in given), None)
+        if secret or any(v.secret for v in task.variables if v.name in given):
+            raise DeskhandError(f"The task “{task.name}” has a secret variable ({secret or 'given'}): a scheduled run "
+                                "cannot ask for it, and its value would stand in clear in the timer's file.",
+                                "Run it by hand (`deskhand task run`), or save a run without the password step.")
+        when = ts.on_calendar(args.at, args.daily)
+        extra = [a for pair in args.var for a in ("--var", pair)] + ["--auto-approve", args.auto_approve]
+        schedule = ts.write_schedule(task.name, when, extra)
+    except DeskhandError as exc:
+        return _fail(exc)
+    print(f"Scheduled “{task.name}” at {when}: {schedule.timer} and {schedule.service.name}.")
+    print(ts.enable(schedule))
     return 0

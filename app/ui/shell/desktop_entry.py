@@ -7,10 +7,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from app.domain.resources import resource_path
+from app.domain.self_command import launch_command
 from app.ui.icons import ICON_SIZES
 
 ENTRY = """[Desktop Entry]
@@ -32,17 +32,6 @@ StartupWMClass=deskhand
 
 def data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-
-
-def launch_command() -> list[str]:
-    """How to start this very install: its `deskhand` script when there is one, else this Python with -m app."""
-    argv0 = Path(sys.argv[0])
-    if argv0.name.startswith("deskhand") and argv0.exists():
-        return [str(argv0.resolve())]
-    script = Path(sys.executable).parent / ("deskhand.exe" if sys.platform.startswith("win") else "deskhand")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "app"]
 
 
 def _exec_field(argv: list[str]) -> str:

@@ -1,0 +1,17 @@
+"""How to start this very install of Deskhand again from outside (a desktop entry, a scheduled task)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def launch_command() -> list[str]:
+    """Its `deskhand` script when there is one, else this Python with -m app."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name.startswith("deskhand") and argv0.exists():
+        return [str(argv0.resolve())]
+    script = Path(sys.executable).parent / ("deskhand.exe" if sys.platform.startswith("win") else "deskhand")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "app"]
