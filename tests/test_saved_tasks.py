@@ -178,6 +178,23 @@ def test_the_task_commands_save_show_export_import_and_delete(target, tmp_path, 
     assert cli("export", "carol", str(out)).returncode == 0 and out.exists()
     again = cli("import", str(out), "--name", "carol two")
     assert again.returncode == 0 and json.loads(again.stdout)["imported"] == "carol two"
+    checked = cli("save", str(result.run_id), "carol checked", "--var", "email=carol@example.net",
+                  "--check-window", "Deskhand test target", "--check-file", str(tmp_path / "{email}.txt"),
+                  "--check-contains", "signed")
+    assert checked.returncode == 0, checked.stderr
+    (tmp_path / "dave@example.net.txt").write_text("signed in", encoding="utf-8")
+    target.request("set_text", text="")
+    ok = cli("run", "carol checked", "--var", "email=dave@example.net", "--auto-approve", "all")
+    assert ok.returncode == 0, ok.stderr
+    assert "replayed 3 of 3 saved steps without the model; the model was asked for 0" in ok.stderr
+    assert "check passed: a window titled “…Deskhand test target…” is open" in ok.stderr
+    assert f"check passed: the file {tmp_path}/{{email}}.txt exists" in ok.stderr
+    assert target.state()["text"] == "dave@example.net"
+    target.request("set_text", text="")
+    failing = cli("run", "carol checked", "--var", "email=erin@example.net", "--auto-approve", "all")
+    assert failing.returncode == 6 and f"{tmp_path}/erin@example.net.txt does not exist" in failing.stderr
+    misspelt = cli("save", str(result.run_id), "x", "--check-file", "{emial}.txt")
+    assert misspelt.returncode == 2 and "needs a value for emial" in misspelt.stderr
     unknown = cli("run", "carol", "--var", "mail=x")
     assert unknown.returncode == 2 and "has no variable 'mail' (it has: email)" in unknown.stderr
     bad = cli("save", "999", "nope")
@@ -185,4 +202,5 @@ def test_the_task_commands_save_show_export_import_and_delete(target, tmp_path, 
     assert cli("delete", "carol").returncode == 0
     assert "carol two" in cli("list").stdout and "carol:" not in cli("list").stdout
     missing = cli("show", "carol")
-    assert missing.returncode == 2 and "no saved task “carol” (saved tasks: carol two)" in missing.stderr
+    assert missing.returncode == 2 and "no saved task “carol” (saved tasks: carol checked, carol two)" in \
+        missing.stderr

@@ -8,6 +8,7 @@ import getpass
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.domain.errors import DeskhandError
 
 EXIT_USAGE = 2
+EXIT_CHECK_FAILED = 6
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,8 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",
                       help="turn the text TEXT (typed by the run, or in its task) into the variable {NAME}")
     save.add_argument("--replace", action="store_true", help="replace a saved task of that name")
+    save.add_argument("--check-file", metavar="PATH", help="success check: this file exists after a run "
+                      "({variables} allowed)")
+    save.add_argument("--check-contains", metavar="TEXT", default="", help="…and holds this text")
+    save.add_argument("--check-window", metavar="TITLE", help="success check: a window whose title holds TITLE "
+                      "is open after a run")
     save.set_defaults(func=save_task)
-    run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)")
+    run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)",
+                          epilog="Exit status as `deskhand run`, and 6: the run answered but a success check of "
+                                 "the task failed.")
     run.add_argument("name")
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     add_run_arguments(run)
@@ -130,6 +139,8 @@ def show_task(args: argparse.Namespace) -> int:
                             + ("" if s.crop_png else " (no target: done as recorded)")))
     if t.answer:
         print(terminal_safe(f"  answer: {t.answer}"))
+    for c in t.checks:
+        print(terminal_safe(f"  check: {c.describe()}"))
     return 0
 
 
@@ -140,6 +151,7 @@ def save_task(args: argparse.Namespace) -> int:
     paths = default_paths()
     try:
         task = save_run(paths.database, paths.runs, args.run_id, args.name, _pairs(args.var))
+        task = replace(task, checks=_checks(args, task))
         path = _store().save(task, replace=args.replace)
     except DeskhandError as exc:
         return _fail(exc)
@@ -148,6 +160,24 @@ def save_task(args: argparse.Namespace) -> int:
         print(terminal_safe(f"  {{{v.name}}}: " + ("a secret, asked for when it runs" if v.secret
                                                    else f"“{v.default}” unless --var {v.name}=… says otherwise")))
     return 0
+
+
+def _checks(args: argparse.Namespace, task: Any) -> tuple[Any, ...]:
+    from app.domain.saved_task import SuccessCheck
+
+    if args.check_contains and not args.check_file:
+        raise DeskhandError("--check-contains needs --check-file (the file that should hold the text).",
+                            "Give both, e.g. --check-file ~/report.txt --check-contains Total.")
+    checks = []
+    if args.check_file:
+        checks.append(SuccessCheck("file", args.check_file, args.check_contains))
+    if args.check_window:
+        checks.append(SuccessCheck("window", args.check_window))
+    probe = {v.name: "x" for v in task.variables}
+    for c in checks:  # a misspelt {variable} is said now, not after a run
+        task.render(c.target, probe)
+        task.render(c.contains, probe)
+    return tuple(checks)
 
 
 def _values(task: Any, given: dict[str, str]) -> dict[str, str]:
@@ -184,7 +214,15 @@ def run_task(args: argparse.Namespace) -> int:
             _say(f"replayed {r.replayed} of {len(saved.steps)} saved steps without the model; the model was asked "
                  f"for {r.asked}")
 
-    return execute(args, task_text, engine_for, after)
+    status = execute(args, task_text, engine_for, after)
+    if status != 0 or not saved.checks:
+        return status
+    from app.agent.task_checks import run_checks
+
+    results = run_checks(saved, values)
+    for r in results:
+        _say(f"check {'passed' if r.passed else 'FAILED'}: {r.check.describe()} — {r.said}")
+    return 0 if all(r.passed for r in results) else EXIT_CHECK_FAILED
 
 
 def delete_task(args: argparse.Namespace) -> int:

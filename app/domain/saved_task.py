@@ -50,6 +50,24 @@ class SavedStep:
 
 
 @dataclass(frozen=True)
+class SuccessCheck:
+    """How to tell the task worked: "file" (`target` exists, holding `contains` if given) or "window" (a window
+    whose title holds `target` is on the screen). Both may use {variables}."""
+
+    kind: str
+    target: str
+    contains: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return f"the file {self.target} exists" + (f" and holds “{self.contains}”" if self.contains else "")
+        return f"a window titled “…{self.target}…” is open"
+
+
+CHECK_KINDS = ("file", "window")
+
+
+@dataclass(frozen=True)
 class SavedTask:
     name: str
     task: str  # with {variables}
@@ -60,6 +78,7 @@ class SavedTask:
     created_at: float = 0.0
     model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    checks: tuple[SuccessCheck, ...] = ()
 
     def variable_names(self) -> list[str]:
         return [v.name for v in self.variables]
@@ -93,6 +112,7 @@ class SavedTask:
                               for v in self.variables],
                 "answer": self.answer, "source_run": self.source_run, "created_at": self.created_at,
                 "model": self.model, **({"extra": self.extra} if self.extra else {}),
+                "checks": [{"kind": c.kind, "target": c.target, "contains": c.contains} for c in self.checks],
                 "steps": [{"action": s.action, "description": s.description,
                            "crop_png": base64.b64encode(s.crop_png).decode("ascii") if s.crop_png else "",
                            "crop_offset": list(s.crop_offset),
@@ -137,9 +157,13 @@ def from_json(d: Any, where: str) -> SavedTask:
             s.get("element"), str(s.get("window", "")), str(s.get("raw", ""))) for s in d["steps"])
         variables = tuple(Variable(str(v["name"]), str(v.get("default", "")), bool(v.get("secret", False)))
                           for v in d.get("variables", ()))
+        checks = tuple(SuccessCheck(str(c["kind"]), str(c["target"]), str(c.get("contains", "")))
+                       for c in d.get("checks", ()))
+        if any(c.kind not in CHECK_KINDS for c in checks):
+            raise ValueError(f"a check of an unknown kind (known: {', '.join(CHECK_KINDS)})")
         task = SavedTask(check_name(str(d["name"])), str(d["task"]), steps, variables, str(d.get("answer", "")),
                          int(d.get("source_run", 0)), float(d.get("created_at", 0.0)), str(d.get("model", "")),
-                         dict(d.get("extra", {})))
+                         dict(d.get("extra", {})), checks)
     except DeskhandError:
         raise
     except (KeyError, TypeError, ValueError, IndexError) as exc:

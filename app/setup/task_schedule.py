@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.domain.errors import DeskhandError
-from app.domain.self_command import launch_command
+from app.setup.self_command import launch_command
 
 PREFIX = "deskhand-task-"
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(:\d{2})?$")

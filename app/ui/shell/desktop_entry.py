@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from app.domain.resources import resource_path
-from app.domain.self_command import launch_command
+from app.setup.self_command import launch_command
 from app.ui.icons import ICON_SIZES
 
 ENTRY = """[Desktop Entry]
