@@ -108,6 +108,33 @@ def test_the_tile_budget_says_what_the_model_will_see_of_this_screen(qtbot):
     assert d.tile_effect.text() == tile_effect(w, h, 7) != tile_effect(w, h, 12)
 
 
+def test_model_files_typed_in_settings_are_checked_as_the_setup_checks_them(qtbot, paths, tiny_model_pair):
+    d = SettingsDialog(Settings())
+    qtbot.addWidget(d)
+    d.show()
+    got: list[Settings] = []
+    d.saved.connect(got.append)
+    text, mmproj = str(tiny_model_pair.text), str(tiny_model_pair.mmproj)
+    d.text_model.setText(str(paths.models / "missing.gguf"))
+    d.mmproj.setText(mmproj)
+    d.save()  # checked first, off the UI thread; refused once the check says why
+    qtbot.waitUntil(lambda: not d.problem.isHidden())
+    assert got == [] and "The model files:" in d.problem.text() and "missing.gguf" in d.problem.text()
+    assert d.file_check.text().startswith("⚠")
+    d.text_model.setText(mmproj)  # the vision file where the model goes
+    d.mmproj.setText(text)
+    d.save()
+    qtbot.waitUntil(lambda: d.file_check.text().startswith("⚠") and (mmproj, text) in d.file_results)
+    assert got == []
+    d.text_model.setText(text)
+    d.mmproj.setText(mmproj)
+    d.check_files()
+    qtbot.waitUntil(lambda: d.file_check.text().startswith("✓"))
+    d.save()
+    qtbot.waitUntil(lambda: bool(got))
+    assert (got[0].text_model, got[0].mmproj) == (text, mmproj)
+
+
 def test_invalid_values_are_not_saved(qtbot, paths):
     d = SettingsDialog(Settings())
     qtbot.addWidget(d)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, hotkey_problems, validate
 from app.ui import shortcuts
+from app.ui.background import Background
 from app.ui.icons import app_icon
 from app.ui.settings.engine import EngineFields
 from app.ui.settings.hotkey_edit import HotkeyField
@@ -125,6 +126,10 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Deskhand settings")
         self.setWindowIcon(app_icon())
         self.original = settings
+        self.checks = Background(self, "deskhand-settings-files")  # a GGUF header read is disk work
+        self.file_results: dict[tuple[str, str], str] = {}  # a checked pair -> "" (good) or what is wrong
+        self._save_after_check = False
+        self.finished.connect(lambda _code: self.checks.close(wait=False))
         root = QVBoxLayout(self)
         self.warning = QLabel("\n".join(warnings))
         self.warning.setWordWrap(True)
@@ -165,6 +170,7 @@ class SettingsDialog(QDialog):
         if path:
             edit.setText(path)
             edit.setCursorPosition(0)
+            self.check_files()
 
     def _general_tab(self) -> QWidget:
         tab = QWidget()
@@ -177,7 +183,13 @@ class SettingsDialog(QDialog):
         self.mmproj_row = _explained(form, "Vision file (mmproj):", vision,
                                      "A model comes as two files: the language model and the smaller vision file "
                                      "that lets it see the screen.")
-        self.engine = EngineFields(form, [self.text_row, self.mmproj_row])  # a model server needs no files here
+        self.file_check = QLabel()
+        self.file_check.setObjectName("fileCheck")
+        self.file_check.setWordWrap(True)
+        form.addRow("", self.file_check)
+        for edit in (self.text_model, self.mmproj):
+            edit.editingFinished.connect(self.check_files)
+        self.engine = EngineFields(form, [self.text_row, self.mmproj_row, self.file_check])
         self.setup_button = QPushButton("Run the setup again…")
         self.setup_button.setToolTip("Check this computer again and choose or download a model")
         self.setup_button.clicked.connect(self.setup_requested)
@@ -354,9 +366,64 @@ class SettingsDialog(QDialog):
                        "differ.")
         return out + self.engine.problems(s)
 
+    # ------------------------------------------------------------------ the model files, as the setup checks them
+    def _pair(self) -> tuple[str, str]:
+        return self.text_model.text().strip(), self.mmproj.text().strip()
+
+    def check_files(self) -> None:
+        """The engine's own checks of the two files, off the UI thread; the verdict below the fields."""
+        pair = self._pair()
+        if not all(pair):
+            self.file_check.setText("Choose both files: the model and its vision file (mmproj)." if any(pair)
+                                    else "")
+            return
+        if pair in self.file_results:
+            self._show_check(pair)
+            return
+        self.file_check.setStyleSheet("color: #4b5563;")
+        self.file_check.setText("Checking the files…")
+
+        def checked(result: object) -> None:
+            self.file_results[pair] = ""
+            self._checked(pair, str(getattr(result, "summary", "")))
+
+        def failed(exc: BaseException) -> None:
+            self.file_results[pair] = str(exc)
+            self._checked(pair, "")
+
+        from app.setup.flow import check_pair
+
+        self.checks.run(lambda: check_pair(*pair), checked, failed)
+
+    def _checked(self, pair: tuple[str, str], summary: str) -> None:
+        if pair != self._pair():
+            return  # the fields changed meanwhile; their own check follows
+        self._show_check(pair, summary)
+        if self._save_after_check:
+            self._save_after_check = False
+            self.save()
+
+    def _show_check(self, pair: tuple[str, str], summary: str = "") -> None:
+        problem = self.file_results[pair]
+        self.file_check.setStyleSheet("color: #b91c1c;" if problem else "color: #166534;")
+        self.file_check.setText(f"⚠ {problem}" if problem else
+                                f"✓ The files belong together and are complete{': ' + summary if summary else '.'}")
+
+    def _files_problem(self, s: Settings) -> str | None:
+        """What is wrong with changed model files ("" nothing; None: not checked yet)."""
+        pair = (s.text_model, s.mmproj)
+        if self.engine.remote or pair == (self.original.text_model, self.original.mmproj) or not all(pair):
+            return ""
+        return self.file_results.get(pair)
+
     def save(self) -> None:
         s = self.value()
-        problems = self.problems(s)
+        files = self._files_problem(s)
+        if files is None:  # changed and not checked yet: saved once the check says they are good
+            self._save_after_check = True
+            self.check_files()
+            return
+        problems = self.problems(s) + ([f"The model files: {files}"] if files else [])
         self.problem.setText("Not saved. " + " ".join(p[0].upper() + p[1:] for p in problems) if problems else "")
         self.problem.setVisible(bool(problems))
         if problems:
