@@ -166,6 +166,11 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     assert "Test licence" in page.entry_info.text() and "no checksum in the catalog" in page.entry_info.text()
     assert f"From {TINY_REPO} on Hugging Face: tiny-text.gguf + tiny-mmproj.gguf" in page.entry_info.text()
     assert page.unverified_box.isVisible() and not page.download_button.isEnabled()  # consent first
+    assert "still checked against the SHA-256" in page.unverified_note.text() and page.unverified_note.isVisible()
+    label = page.entry_combo.currentText()  # the list says how big each choice is, and which one fits here
+    assert label.startswith("Tiny") or "tiny" in label.lower()
+    assert any(u in label for u in ("KiB", "MiB", "GiB", " B")), label
+    assert any("recommended here" in page.entry_combo.itemText(i) for i in range(page.entry_combo.count()))
     assert "tick the box above" in page.download_reason.text()  # and it says why the button is grey
     assert page.progress_bar.isHidden()  # no empty bar that reads as a text field
     page.unverified_box.setChecked(True)

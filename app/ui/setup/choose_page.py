@@ -45,6 +45,15 @@ from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, er
 from app.ui.setup.pages import model_words
 
 
+def entry_label(e: ModelEntry, q: Quantization, recommended: bool) -> str:
+    """"Holo3.1-4B — Q4_K_M, 2.9 GB · recommended here": what the list says of each choice."""
+    files = e.files(q)
+    total = sum(f.size or f.approx_size or 0 for f in files)
+    exact = all(f.size for f in files)
+    size = f", {'' if exact else '≈ '}{human_bytes(total)}" if total else ""
+    return f"{e.title} — {q.name}{size}" + (" · recommended here" if recommended else "")
+
+
 class ChoosePage(QWizardPage):
     def __init__(self, context: SetupContext) -> None:
         super().__init__()
@@ -93,8 +102,11 @@ class ChoosePage(QWizardPage):
         self.how_label = label()
         self.how_label.setStyleSheet("QLabel { background: palette(base); padding: 6px; }")
         self.how_label.hide()
-        self.unverified_box = QCheckBox("Download files that have no checksum in Deskhand's catalog")
-        self.unverified_box.setToolTip("They are still checked against the checksum the download site publishes.")
+        self.unverified_box = QCheckBox("Allow files without a checksum in the catalog")
+        self.unverified_box.setToolTip("Each file is still checked against the SHA-256 the download site publishes.")
+        self.unverified_note = label()  # the box's label stays short; what it means is said beside it
+        self.unverified_note.setText("Each file is still checked against the SHA-256 that Hugging Face publishes "
+                                     "for it.")
         self.unverified_box.toggled.connect(self._update_buttons)
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
         self.get_button = QPushButton("Get Holotron-12B…")  # the conversion page (convert_page.py)
@@ -117,7 +129,8 @@ class ChoosePage(QWizardPage):
         self.progress_bar.hide()  # an empty bar reads as a text field: it shows once a download starts
         self.progress_label = label(rich=False)
         self.download_status = label()
-        top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.unverified_box)
+        top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.unverified_box,
+                                    self.unverified_note)
         for widget in top:
             dl.addWidget(widget)
         dl.addLayout(buttons)
@@ -184,7 +197,8 @@ class ChoosePage(QWizardPage):
             for q in reversed(e.quantizations):
                 if e is p.recommendation.entry and q is p.recommendation.quant:
                     chosen = self.entry_combo.count()
-                self.entry_combo.addItem(f"{e.title} — {q.name}", (e, q))
+                self.entry_combo.addItem(entry_label(e, q, e is p.recommendation.entry
+                                                     and q is p.recommendation.quant), (e, q))
         self.entry_combo.setCurrentIndex(chosen)
         self.entry_combo.blockSignals(False)
         self._entry_changed()
@@ -219,7 +233,8 @@ class ChoosePage(QWizardPage):
         elif e.convert_command:
             text += (f"<br><span style='color:{WARN_COLOUR}'><b>No GGUF files are published for this one:</b></span> "
                      f"Deskhand makes them from H Company's checkpoint (“Get {html.escape(e.title.split(' (')[0])}…” "
-                     f"below, or <code>{html.escape(e.convert_command)}</code>). <a href='#how'>More…</a>")
+                     f"below, or <code>{html.escape(e.convert_command)}</code>). "
+                     "<a href='#how'>How to get the files…</a>")
         else:
             text += (f"<br><span style='color:{WARN_COLOUR}'><b>Deskhand cannot download this one:</b> no download "
                      "address is published.</span> <a href='#how'>How to get the files…</a>")
@@ -234,6 +249,7 @@ class ChoosePage(QWizardPage):
             self.progress_label.setText("")
             self.download_status.setText("")
         self.unverified_box.setVisible(bool(unverified_files(e, q)))
+        self.unverified_note.setVisible(bool(unverified_files(e, q)))
         self.unverified_box.setChecked(False)
         self.checked["download"] = None
         self.completeChanged.emit()
