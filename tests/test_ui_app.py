@@ -16,7 +16,7 @@ from PIL import Image
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.agent.recorder import Recorder, StepRecord, connect, list_runs
+from app.agent.recorder import Recorder, StepRecord, connect, list_runs, run_steps
 from app.domain import events as ev
 from app.domain.actions import Click, tool_call_of
 from app.domain.errors import DeskhandError
@@ -310,6 +310,38 @@ def test_history_saves_a_run_that_worked_as_a_task_with_its_typed_text_as_a_vari
     h.save_as_task(done, "sign in", {})  # the same name again: said, and the saved one kept
     qtbot.waitUntil(lambda: any("already saved" in t for t in h.status.texts()))
     assert TaskStore(paths.tasks).load("sign in").variables[0].name == "email"
+
+
+def test_a_saved_task_runs_again_from_the_main_window_without_the_model(qtbot, make_app, paths, desktop):
+    """`desktop`: the worker captures a private Xvfb + jwm (pytest-xvfb's bare screen is black)."""
+    from app.agent.task_store import TaskStore
+    from app.domain.saved_task import SavedStep, SavedTask, Variable
+
+    wait = SavedStep({"tool_name": "wait", "seconds": 0.05}, "Wait for the page")
+    TaskStore(paths.tasks).save(SavedTask("check mail", "Check the mail of {who}", (wait,),
+                                          (Variable("who", "alice"),), answer="No new mail."))
+    models: list[ScriptedEngine] = []
+
+    def engine_factory(settings):
+        models.append(ScriptedEngine([]))
+        return models[-1]
+
+    app = make_app(engine_factory=engine_factory)  # no model set up: a replay that needs none still runs
+    app.start()
+    menu = app.main.saved_tasks.menu()
+    qtbot.waitUntil(lambda: [a.text() for a in menu.actions()] == ["check mail"])
+    assert app.main.saved_tasks.isEnabled() and menu.actions()[0].toolTip() == "Check the mail of {who}"
+    finished: list[ev.RunFinished] = []
+    app.host.delivered.connect(lambda d: finished.append(d.event) if isinstance(d.event, ev.RunFinished) else None)
+    menu.actions()[0].trigger()
+    qtbot.waitUntil(lambda: bool(finished), timeout=30000)
+    assert finished[0].outcome == "answered" and finished[0].answer == "No new mail.", finished[0].message
+    assert app.main.task_box.task() == "Check the mail of alice" and models == []  # the model was never made
+    con = connect(paths.database)
+    run = list_runs(con)[0]
+    steps = run_steps(con, run["id"])
+    con.close()
+    assert run["task"] == "Check the mail of alice" and [s["counters"]["replayed"] for s in steps] == [1, 1]
 
 
 def test_recent_tasks_come_from_the_record(qtbot, make_app, recorded):

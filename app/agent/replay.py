@@ -34,9 +34,12 @@ def guidance(task: SavedTask, values: dict[str, str]) -> str:
 
 
 class ReplayEngine:
-    def __init__(self, task: SavedTask, values: dict[str, str], model: Callable[[], Engine] | None) -> None:
+    def __init__(self, task: SavedTask, values: dict[str, str], model: Callable[[CancelToken], Engine] | None
+                 ) -> None:
+        """`model(token)`: the model, loaded, for a step whose target is not on the screen (called once)."""
         self.saved, self.values, self._model_factory = task, values, model
         self._model: Engine | None = None
+        self.owns_model = True  # False: the model belongs to the caller (the app's worker keeps it for later runs)
         self.next_step = 0  # the saved step to try next
         self.replayed = self.asked = 0
         self.task_for_model = guidance(task, values)
@@ -67,7 +70,7 @@ class ReplayEngine:
         return self._model_engine(token).propose(self.task_for_model, observation, history, token, on_text)
 
     def close(self) -> None:
-        if self._model is not None:
+        if self._model is not None and self.owns_model:
             self._model.close()
 
     # ------------------------------------------------------------------ the parts
@@ -107,6 +110,5 @@ class ReplayEngine:
                                     "screen as it was, and no model is set up to do it another way.",
                                     "Set up a model (deskhand setup), or bring the screen to where the task "
                                     "starts and run it again.")
-            self._model = self._model_factory()
-            self._model.load(None, token)
+            self._model = self._model_factory(token)
         return self._model

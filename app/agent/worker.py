@@ -100,14 +100,15 @@ class AgentWorker:
         with self._lock:
             return self._current is not None
 
-    def start_task(self, task: str, settings: Settings) -> bool:
-        """Queue a run; False when one is already running."""
+    def start_task(self, task: str, settings: Settings, saved: tuple[Any, dict[str, str]] | None = None) -> bool:
+        """Queue a run; False when one is already running. `saved`: a saved task and its variable values, done
+        again (its steps replayed where their targets are on the screen, the model asked for the others)."""
         with self._lock:
             if self._current is not None or not task.strip():
                 return False
             self._current = _Current(0, CancelToken())
         self.pause_flag.clear()
-        self._queue.put(("run", (task.strip(), settings)))
+        self._queue.put(("run", (task.strip(), settings, saved)))
         return True
 
     def decide(self, step: int, decision: Decision) -> bool:
@@ -178,6 +179,13 @@ class AgentWorker:
                 with contextlib.suppress(Exception):
                     closer.close()
 
+    def _replay(self, saved: tuple[Any, dict[str, str]], settings: Settings, run_id: int) -> Engine:
+        from app.agent.replay import ReplayEngine
+
+        replay = ReplayEngine(saved[0], saved[1], lambda token: self._ensure_engine(settings, run_id, token))
+        replay.owns_model = False  # kept for the next run, as always
+        return replay
+
     def _ensure_engine(self, settings: Settings, run_id: int, token: CancelToken) -> Engine:
         key = engine_key(settings)
         if self._engine is not None and self._engine_key == key:
@@ -196,7 +204,7 @@ class AgentWorker:
             self.sink(ev.Notice(run_id, warning))
         return engine
 
-    def _run(self, task: str, settings: Settings) -> None:
+    def _run(self, task: str, settings: Settings, saved: tuple[Any, dict[str, str]] | None = None) -> None:
         with self._lock:
             assert self._current is not None
             token = self._current.token
@@ -210,7 +218,8 @@ class AgentWorker:
                 self._current = _Current(run_id, token)
             log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
             self.sink(ev.RunStarted(run_id, task))
-            engine = self._ensure_engine(settings, run_id, token)
+            engine: Engine = self._ensure_engine(settings, run_id, token) if saved is None else \
+                self._replay(saved, settings, run_id)
             cfg = run_config(settings)
             if self._capturer is None:  # on Wayland: the portal session (its consent dialog, explained first)
                 self._capturer = open_capturer(cfg.capture, hide=self.hide, control=not self.dry_run,

@@ -205,7 +205,12 @@ def run_task(args: argparse.Namespace) -> int:
     replay: list[ReplayEngine] = []
 
     def engine_for(settings: Any) -> ReplayEngine:
-        replay.append(ReplayEngine(saved, values, lambda: engine_of(settings, from_command_line=bool(args.engine))))
+        def model(token: Any) -> Any:
+            engine = engine_of(settings, from_command_line=bool(args.engine))
+            engine.load(None, token)
+            return engine
+
+        replay.append(ReplayEngine(saved, values, model))
         return replay[0]
 
     def after() -> None:

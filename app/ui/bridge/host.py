@@ -105,9 +105,9 @@ class AgentHost(QObject):
     def busy(self) -> bool:
         return self.worker.busy
 
-    def start_task(self, task: str, settings: Settings) -> bool:
+    def start_task(self, task: str, settings: Settings, saved: Any = None) -> bool:
         self.start()
-        return self.worker.start_task(task, settings)
+        return self.worker.start_task(task, settings, saved)
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.worker.decide(step, decision)

@@ -60,3 +60,30 @@ class RecentButton(QToolButton):
             action.setToolTip(task)
             action.triggered.connect(lambda _=False, t=task: self.chosen.emit(t))
         self.setEnabled(bool(tasks))
+
+
+class SavedTasksButton(QToolButton):
+    """A menu of the saved tasks (History → Save as task); choosing one runs it again."""
+
+    chosen = Signal(str)  # the saved task's name
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setText("Saved ▾")
+        self.setToolTip("Run a saved task again: its steps are replayed where their targets are on the screen")
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.setMenu(QMenu(self))
+        self.set_tasks([])
+
+    def set_tasks(self, tasks: list[tuple[str, str]]) -> None:
+        """(name, task text) of each saved task."""
+        menu = self.menu()
+        menu.clear()
+        for name, text in tasks:
+            action = menu.addAction(name)
+            action.setToolTip(text)
+            action.triggered.connect(lambda _=False, n=name: self.chosen.emit(n))
+        self.setEnabled(bool(tasks))
+        self.setToolTip("Run a saved task again" if tasks else "No saved tasks yet: History → Save as task")

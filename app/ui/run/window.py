@@ -28,7 +28,7 @@ from app.ui import shortcuts
 from app.ui.bridge.host import Delivered
 from app.ui.icons import STATE_WORDS, app_icon
 from app.ui.run.step_list import StepList
-from app.ui.run.task_box import RecentButton, TaskBox
+from app.ui.run.task_box import RecentButton, SavedTasksButton, TaskBox
 from app.ui.run.view import THOUGHT_PLACEHOLDER, RunView
 from app.ui.screenshot_view import ScreenshotView
 from app.ui.status_area import StatusArea
@@ -47,6 +47,7 @@ def _heading(text: str) -> QLabel:
 
 class MainWindow(QMainWindow):
     start_requested = Signal(str)
+    saved_task_requested = Signal(str)  # the name of a saved task to run again
     stop_requested = Signal()
     pause_requested = Signal(bool)  # True: pause, False: resume
     settings_requested = Signal()
@@ -89,8 +90,11 @@ class MainWindow(QMainWindow):
         self.start_button.clicked.connect(lambda: self.start_requested.emit(self.task_box.task()))
         self.recent = RecentButton()
         self.recent.chosen.connect(self.set_task)
+        self.saved_tasks = SavedTasksButton()
+        self.saved_tasks.chosen.connect(self.saved_task_requested)
         column.addWidget(self.start_button)
         column.addWidget(self.recent)
+        column.addWidget(self.saved_tasks)
         column.addStretch(1)
         top.addLayout(column)
         controls = QVBoxLayout()
@@ -268,6 +272,9 @@ class MainWindow(QMainWindow):
 
     def set_recent(self, tasks: list[str]) -> None:
         self.recent.set_tasks(tasks)
+
+    def set_saved_tasks(self, tasks: list[tuple[str, str]]) -> None:
+        self.saved_tasks.set_tasks(tasks)
 
     def render_event(self, d: Delivered) -> None:
         self.view.render_event(d)

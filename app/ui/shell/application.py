@@ -31,6 +31,7 @@ from app.ui.setup.flow import SetupFlow
 from app.ui.shell.hotkeys import GlobalHotkey
 from app.ui.shell.presenter import RunPresenter
 from app.ui.shell.quick_task import QuickTaskBox
+from app.ui.shell.saved_tasks import SavedTasks
 from app.ui.shell.settings_watch import SettingsWatch
 from app.ui.shell.tray import Tray
 from app.ui.window_memory import WindowMemory
@@ -52,6 +53,7 @@ class Application(QObject):
         self.notices = notices
         self.background = Background(self)
         self.store = HistoryStore(paths)
+        self.saved_tasks = SavedTasks(self)
         self.hider = WindowHider(self)
         self.host = AgentHost(paths, self.hider, engine_factory=engine_factory, dry_run=dry_run,
                               executor_factory=executor_factory, parent=self)
@@ -87,6 +89,7 @@ class Application(QObject):
     def _wire(self) -> None:
         m = self.main
         m.start_requested.connect(self.start_task)
+        m.saved_task_requested.connect(self.saved_tasks.start)
         m.stop_requested.connect(self.presenter.stop)
         m.pause_requested.connect(self.presenter.pause)
         m.settings_requested.connect(self.open_settings)
@@ -244,6 +247,8 @@ class Application(QObject):
 
     def refresh_recent(self) -> None:
         self.background.run(self.store.recent, self.main.set_recent, lambda exc: log.warning("recent tasks: %s", exc))
+        self.saved_tasks.refresh()
+
 
     # ------------------------------------------------------------------ windows
     def open_history(self) -> None:
