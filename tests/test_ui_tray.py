@@ -84,7 +84,8 @@ def test_the_icon_is_embedded_drawn_and_its_menu_opens_with_a_right_click(qtbot,
     tray_host.run("xdotool", "mousemove", str(x + w // 2), str(y + h // 2), "click", "3")
     qtbot.waitUntil(app.tray.menu.isVisible, timeout=5000)
     assert [a.text() for a in app.tray.menu.actions() if a.text()] == [
-        "New task…\tCtrl+Alt+Space", "Show window", "Pause", "Stop\tShift+Esc", "History…", "Settings…", "Quit"]
+        "New task…\tCtrl+Alt+Space", "Run a saved task", "Show window", "Pause", "Stop\tShift+Esc", "History…",
+        "Settings…", "Quit"]
     assert not app.tray.pause_action.isEnabled() and not app.tray.stop_action.isEnabled()  # nothing runs
     tray_host.run("xdotool", "key", "Escape")
     qtbot.waitUntil(lambda: not app.tray.menu.isVisible(), timeout=5000)
@@ -147,3 +148,18 @@ def test_show_window_brings_back_a_main_window_that_was_taken_off_the_screen(qtb
     qtbot.waitUntil(lambda: app.main.windowHandle().isExposed(), timeout=5000)
     info = tray_host.run("xwininfo", "-id", str(int(app.main.winId()))).stdout
     assert "IsViewable" in info
+
+
+def test_the_tray_menu_runs_a_saved_task(qtbot, app):
+    from app.agent.task_store import TaskStore
+    from app.domain.saved_task import SavedStep, SavedTask, Variable
+
+    wait = SavedStep({"tool_name": "wait", "seconds": 0.05}, "Wait for the page")
+    TaskStore(app.paths.tasks).save(SavedTask("check mail", "Check the mail of {who}", (wait,),
+                                              (Variable("who", "alice"),)))
+    assert not app.tray.saved_menu.isEnabled()  # nothing saved when the tray was made
+    app.saved_tasks.refresh()
+    qtbot.waitUntil(lambda: [a.text() for a in app.tray.saved_menu.actions()] == ["check mail"])
+    assert app.tray.saved_menu.isEnabled()
+    app.tray.saved_menu.actions()[0].trigger()
+    qtbot.waitUntil(lambda: app.main.task_box.task() == "Check the mail of alice")

@@ -113,6 +113,8 @@ class Application(QObject):
         t.history_requested.connect(self.open_history)
         t.settings_requested.connect(self.open_settings)
         t.quit_requested.connect(self.request_quit)
+        t.saved_task_requested.connect(self.saved_tasks.start)
+        self.saved_tasks.refresh()
         t.set_keys(self.keys())
 
     def keys(self) -> shortcuts.GlobalKeys:

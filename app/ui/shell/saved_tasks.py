@@ -33,8 +33,12 @@ class SavedTasks:
         return out
 
     def refresh(self) -> None:
-        self.app.background.run(self._list, self.app.main.set_saved_tasks,
-                                lambda exc: log.warning("saved tasks: %s", exc))
+        self.app.background.run(self._list, self._show, lambda exc: log.warning("saved tasks: %s", exc))
+
+    def _show(self, tasks: list[tuple[str, str]]) -> None:
+        self.app.main.set_saved_tasks(tasks)
+        if self.app.tray is not None:
+            self.app.tray.set_saved_tasks(tasks)
 
     def _say(self, text: str, kind: str = "error") -> None:
         self.app.main.status.show_message(error_html(text), kind, "saved-task")

@@ -21,6 +21,7 @@ class Tray(QObject):
     history_requested = Signal()
     settings_requested = Signal()
     quit_requested = Signal()
+    saved_task_requested = Signal(str)  # a saved task's name, to run again
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -30,6 +31,8 @@ class Tray(QObject):
         self.icon = QSystemTrayIcon(state_icon("idle"), self)
         self.menu = QMenu()
         self.new_action = self._item("New task…", self.new_task.emit)
+        self.saved_menu = self.menu.addMenu("Run a saved task")
+        self.set_saved_tasks([])
         self.show_action = self._item("Show window", self.show_window.emit)
         self.menu.addSeparator()
         self.pause_action = self._item("Pause", lambda: self.pause_requested.emit(not self._paused))
@@ -48,6 +51,15 @@ class Tray(QObject):
         action = self.menu.addAction(text)
         action.triggered.connect(slot)
         return action
+
+    def set_saved_tasks(self, tasks: list[tuple[str, str]]) -> None:
+        """(name, task text) of each saved task (History → Save as task)."""
+        self.saved_menu.clear()
+        for name, text in tasks:
+            action = self.saved_menu.addAction(name)
+            action.setToolTip(text)
+            action.triggered.connect(lambda _=False, n=name: self.saved_task_requested.emit(n))
+        self.saved_menu.setEnabled(bool(tasks))
 
     def set_keys(self, keys: shortcuts.GlobalKeys) -> None:
         """The global shortcuts work from anywhere: the menu shows them (display only, like the window's)."""
