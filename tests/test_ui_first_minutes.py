@@ -414,7 +414,8 @@ def test_one_stop_key_everywhere_and_changed_keys_show_everywhere(qtbot, make_ap
     tray = Tray()
     tray.set_keys(app.keys())
     assert [a.text() for a in tray.menu.actions() if a.text()] == [
-        "New task…\tSuper+K", "Show window", "Pause", "Stop\tCtrl+Shift+X", "History…", "Settings…", "Quit"]
+        "New task…\tSuper+K", "Run a saved task", "Show window", "Pause", "Stop\tCtrl+Shift+X", "History…",
+        "Settings…", "Quit"]
     tray.close()
 
 

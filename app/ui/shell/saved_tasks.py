@@ -4,7 +4,7 @@ replayed where their targets are on the screen, the model asked for the others, 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtWidgets import QInputDialog, QLineEdit
 
@@ -12,14 +12,12 @@ from app.agent.task_store import TaskStore
 from app.domain.errors import DeskhandError
 from app.ui.messages import error_html
 
-if TYPE_CHECKING:
-    from app.ui.shell.application import Application
-
 log = logging.getLogger(__name__)
 
 
 class SavedTasks:
-    def __init__(self, app: Application) -> None:
+    def __init__(self, app: Any) -> None:
+        """`app`: the Application (its background thread, main window, tray, host and presenter)."""
         self.app = app
 
     def _list(self) -> list[tuple[str, str]]:
