@@ -29,8 +29,10 @@ def main(base: str, steps: int) -> int:
     paths = default_paths(Path(base)).ensure()
     settings = Settings(text_model="scripted", mmproj="scripted", approval_policy="auto_approve_safe",
                         step_limit=steps, loop_guard_repeats=steps + 1, settle_timeout_s=0.0, setup_done=True)
+    # more proposals than steps: on a busy machine a step's target may look changed when it is performed
+    # (a repaint not yet done), and that step is rightly proposed again
     script = [{"tool_name": "scroll", "x": 500, "y": 500, "direction": "down" if i % 2 else "up", "amount": 1}
-              for i in range(steps)]
+              for i in range(steps + steps // 4)]
     engine = ScriptedEngine(script, thought=THOUGHT, think_s=0.15, keep_images=False)
     app = Application(paths, Loaded(settings), engine_factory=lambda s: engine, dry_run=True, tray=False,
                       hotkeys=False, setup=False)
