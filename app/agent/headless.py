@@ -178,9 +178,11 @@ def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Pat
 def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
                  token: CancelToken, echo: Callable[[str], None] = lambda _: None,
                  executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None,
-                 observe: Callable[[ev.Event], None] | None = None) -> HeadlessResult:
+                 observe: Callable[[ev.Event], None] | None = None,
+                 elements_factory: Callable[[], Any] = open_lookup) -> HeadlessResult:
     """Run `task` to its end on this thread; everything opened here is closed before returning. `observe` sees
-    every event of the run (after it was recorded), e.g. to report progress elsewhere."""
+    every event of the run (after it was recorded), e.g. to report progress elsewhere; `elements_factory` opens
+    the accessibility lookups."""
     live = LiveProcess(paths.data, "headless")
     recorder, run_id = _open_history(task, settings, cfg, paths, live.name, echo)
     folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
@@ -210,7 +212,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
             executor = executor_factory(token, capturer)
         else:
             executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
-        elements = open_lookup()
+        elements = elements_factory()
         finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
                             decider, gate, token, elements=elements)
         outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps

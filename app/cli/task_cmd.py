@@ -216,8 +216,10 @@ def run_task(args: argparse.Namespace) -> int:
     def after() -> None:
         if replay:
             r = replay[0]
+            how = (f"; by the accessibility tree: {r.by_both} confirmed (picture and accessible name), "
+                   f"{r.by_element_alone} found by accessible name alone" if r.by_both or r.by_element_alone else "")
             _say(f"replayed {r.replayed} of {len(saved.steps)} saved steps without the model; the model was asked "
-                 f"for {r.asked}")
+                 f"for {r.asked}{how}")
 
     status = execute(args, task_text, engine_for, after)
     if status != 0 or not saved.checks:
