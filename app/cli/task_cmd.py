@@ -17,6 +17,17 @@ from app.domain.errors import DeskhandError
 
 EXIT_USAGE = 2
 EXIT_CHECK_FAILED = 6
+WAIT_DEFAULT = 60  # minutes a scheduled run that needs a person waits for one
+
+
+def _minutes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"“{text}” is not a number of minutes") from None
+    if not 0 <= value <= 24 * 60:
+        raise argparse.ArgumentTypeError("give 0 to 1440 minutes")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,12 +61,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                  "the task failed.")
     run.add_argument("name")
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
+    run.add_argument("--scheduled", metavar="WHEN", help="as the scheduler starts it ('daily HH:MM' or 'at "
+                     "YYYY-MM-DD HH:MM', written by `task schedule`): a step that needs a person waits for one with a "
+                     "notification, a locked screen or a missing display is waited for, and History says when the "
+                     "run was due")
+    run.add_argument("--wait-for-person", type=_minutes, default=None, metavar="MINUTES",
+                     help=f"how long a step that needs a person waits for one before the run ends (default "
+                          f"{WAIT_DEFAULT} with --scheduled, else 0: the run ends at once)")
     add_run_arguments(run)
     run.set_defaults(func=run_task)
-    sched = cmds.add_parser("schedule", help="run a saved task at a set time (a systemd user timer)",
-                            description="Run a saved task at a set time through the system's scheduler (a systemd "
-                                        "user timer on Linux): headless on this display, recorded in History. A run "
-                                        "missed while the computer was off runs at the next start.")
+    sched = cmds.add_parser("schedule", help="run a saved task at a set time (the system's own scheduler)",
+                            description="Run a saved task at a set time through the system's scheduler: a systemd "
+                                        "user timer on Linux, Task Scheduler on Windows, a launchd agent on macOS. "
+                                        "It runs headless on your desktop and is recorded in History; where a step "
+                                        "needs you (an approval, a question, a locked screen) it waits for you "
+                                        "with a notification, up to --wait-for-person minutes.")
     sched.add_argument("name", nargs="?")
     when = sched.add_mutually_exclusive_group()
     when.add_argument("--at", metavar="'YYYY-MM-DD HH:MM'", help="once, at that time")
@@ -64,7 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     when.add_argument("--remove", action="store_true", help="remove the task's schedule")
     sched.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     sched.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
-                       help="as `deskhand run` (safe: a step that needs a person ends the run, History says why)")
+                       help="safe (default): a step that needs approval waits for you; all: every step is approved "
+                            "(only on a virtual display)")
+    sched.add_argument("--wait-for-person", type=_minutes, default=None, metavar="MINUTES",
+                       help=f"how long a run that needs you waits before it ends, recorded in History (default "
+                            f"{WAIT_DEFAULT}; 0: it ends at once)")
     sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
     delete.add_argument("name")
@@ -275,14 +299,15 @@ def schedule_task(args: argparse.Namespace) -> int:
     from app.setup import task_schedule as ts
 
     try:
+        scheduler = ts.scheduler_for()
         if args.list:
-            found = ts.schedules()
-            print("\n".join(f"{unit}: {when}" for unit, when in found) if found else "No saved task is scheduled.")
+            found = scheduler.listed()
+            print("\n".join(f"{s.name}: {s.when}" for s in found) if found else "No saved task is scheduled.")
             return 0
         if not args.name:
             raise DeskhandError("Name the saved task.", "deskhand task schedule NAME --at 'YYYY-MM-DD HH:MM'")
         if args.remove:
-            removed = ts.remove(args.name)
+            removed = scheduler.remove(args.name)
             print(f"Removed the schedule of “{args.name}” ({', '.join(p.name for p in removed)}).")
             return 0
         task = _store().load(args.name)
@@ -291,13 +316,16 @@ def schedule_task(args: argparse.Namespace) -> int:
         secret = next((v.name for v in task.variables if v.secret and v.name not in given), None)
         if secret or any(v.secret for v in task.variables if v.name in given):
             raise DeskhandError(f"The task “{task.name}” has a secret variable ({secret or 'given'}): a scheduled run "
-                                "cannot ask for it, and its value would stand in clear in the timer's file.",
+                                "cannot ask for it, and its value would stand in clear in the scheduler's file.",
                                 "Run it by hand (`deskhand task run`), or save a run without the password step.")
-        when = ts.on_calendar(args.at, args.daily)
+        when = ts.when_of(args.at, args.daily)
         extra = [a for pair in args.var for a in ("--var", pair)] + ["--auto-approve", args.auto_approve]
-        schedule = ts.write_schedule(task.name, when, extra)
+        wait = WAIT_DEFAULT if args.wait_for_person is None else args.wait_for_person
+        schedule = scheduler.write(task.name, when, ts.run_arguments(task.name, when, extra, wait),
+                                   ts.session_environment())
     except DeskhandError as exc:
         return _fail(exc)
-    print(f"Scheduled “{task.name}” at {when}: {schedule.timer} and {schedule.service.name}.")
-    print(ts.enable(schedule))
+    print(f"Scheduled “{task.name}” {when.describe()} with {schedule.scheduler}: "
+          f"{', '.join(str(p) for p in schedule.files)}.")
+    print(scheduler.enable(schedule))
     return 0
