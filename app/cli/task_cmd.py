@@ -20,9 +20,9 @@ EXIT_CHECK_FAILED = 6
 WAIT_DEFAULT = 60  # minutes a scheduled run that needs a person waits for one
 
 
-def _minutes(text: str) -> int:
+def _minutes(text: str) -> float:
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"“{text}” is not a number of minutes") from None
     if not 0 <= value <= 24 * 60:
@@ -245,7 +245,17 @@ def run_task(args: argparse.Namespace) -> int:
             _say(f"replayed {r.replayed} of {len(saved.steps)} saved steps without the model; the model was asked "
                  f"for {r.asked}{how}")
 
-    status = execute(args, task_text, engine_for, after)
+    try:
+        scheduled = _scheduled(args, saved, task_text)
+    except DeskhandError as exc:
+        return _fail(exc)
+    if scheduled == NOT_DUE:
+        return 0
+    try:
+        status = execute(args, task_text, engine_for, after, scheduled)
+    finally:
+        if scheduled is not None:
+            scheduled.close()
     if status != 0 or not saved.checks:
         return status
     from app.agent.task_checks import run_checks
@@ -254,6 +264,40 @@ def run_task(args: argparse.Namespace) -> int:
     for r in results:
         _say(f"check {'passed' if r.passed else 'FAILED'}: {r.check.describe()} — {r.said}")
     return 0 if all(r.passed for r in results) else EXIT_CHECK_FAILED
+
+
+NOT_DUE = "not due"
+NOT_THIS_TIME = 180 * 86400  # s: launchd repeats a one-date run every year on that date; only the first is it
+
+
+def _scheduled(args: argparse.Namespace, saved: Any, task_text: str) -> Any:
+    """The ScheduledRun of `--scheduled` / `--wait-for-person` (None: neither; NOT_DUE: nothing to do now)."""
+    import datetime as dt
+
+    wait_min = args.wait_for_person if args.wait_for_person is not None else WAIT_DEFAULT if args.scheduled else 0
+    if not args.scheduled and not wait_min:
+        return None
+    from app.agent.scheduled.occasion import Occasion, ScheduledRun
+    from app.agent.scheduled.person import PersonWait
+    from app.cli.run_cmd import _say
+    from app.domain.paths import default_paths
+    from app.setup.self_command import start_app
+    from app.setup.task_schedule import when_from_argument
+
+    occasion = None
+    now = dt.datetime.now()
+    if args.scheduled:
+        when = when_from_argument(args.scheduled)
+        due = when.last_due(now)
+        if due is None or (not when.daily and (now - due).total_seconds() > NOT_THIS_TIME):
+            _say(f"“{saved.name}” is scheduled {when.describe()}: not now, so nothing was done.")
+            return NOT_DUE
+        occasion = Occasion(saved.name, when.describe(), due, dt.timedelta(days=1) if when.daily else None, now)
+    limit_s = wait_min * 60.0
+    person = PersonWait(saved.name, limit_s, _say, start_app) if limit_s > 0 else None
+    run = ScheduledRun(default_paths().ensure(), occasion, person, limit_s, _say)
+    run.record_missed(task_text)
+    return run
 
 
 def delete_task(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.errors import DeskhandError
-from app.setup.task_schedule import Listed, Runner, Schedule, When, source_checkout
+from app.setup.task_when import Listed, Runner, Schedule, When, source_checkout
 
 LABEL_PREFIX = "org.deskhand.task."
 

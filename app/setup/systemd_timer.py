@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from app.domain.errors import DeskhandError
-from app.setup.task_schedule import PREFIX, Listed, Runner, Schedule, When, source_checkout, unit_name
+from app.setup.task_when import PREFIX, Listed, Runner, Schedule, When, source_checkout, unit_name
 
 
 def units_folder() -> Path:

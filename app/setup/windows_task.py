@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from app.domain.errors import DeskhandError
-from app.setup.task_schedule import PREFIX, Listed, Runner, Schedule, When, source_checkout, unit_name
+from app.setup.task_when import PREFIX, Listed, Runner, Schedule, When, source_checkout, unit_name
 
 NS = "http://schemas.microsoft.com/windows/2004/02/mit/task"
 FOLDER = "\\Deskhand\\"  # Task Scheduler's folder for Deskhand's tasks
