@@ -142,6 +142,8 @@ def test_the_deskhand_app_s_approval_window_lets_the_waiting_run_go_on(risky, se
         dialog = app.handed_steps.dialog
         assert dialog.windowTitle() == "Deskhand — scheduled task “delete it”, step 1: approve?"
         assert dialog.risk.isVisibleTo(dialog) and "Delete account" in dialog.description.text()
+        assert dialog.step_label.text() == "Scheduled task “delete it” — step 1"
+        assert not dialog.auto.isVisibleTo(dialog)  # the scheduled run keeps its own policy
         assert any(p.actions.get("default") == "Approve in Deskhand" for p in services.posted)
         dialog.approve()
         qtbot.waitUntil(lambda: proc.poll() is not None, timeout=120_000)

@@ -54,12 +54,16 @@ class HandedSteps(QObject):
             return  # it was answered meanwhile
         if self.dialog is None:
             self.dialog = ApprovalDialog()
+            self.dialog.screen_marker = False  # no cross-hair on the screen for another process's step
             self.dialog.decided.connect(self._decided)
         self.current = msg
         self.dialog.present(d, False)
+        self.dialog.auto.hide()  # the scheduled run keeps its own policy
         e = d.event
         ask = isinstance(getattr(e, "action", None), AskUser)
-        self.dialog.setWindowTitle(f"Deskhand — scheduled task “{msg.get('task', '')}”, step {msg.get('step')}: "
+        task = msg.get("task", "")
+        self.dialog.step_label.setText(f"Scheduled task “{task}” — step {msg.get('step')}")
+        self.dialog.setWindowTitle(f"Deskhand — scheduled task “{task}”, step {msg.get('step')}: "
                                    f"{'answer the model' if ask else 'approve?'}")
 
     def _decided(self, step: int, decision: Decision) -> None:
