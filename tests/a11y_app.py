@@ -1,7 +1,8 @@
 """A Qt window with controls whose accessible names the tests know, in its own process (run by
 tests/accessibility_desktop.py). Prints {"ready": …, "widgets": {name: [x, y, w, h]}} once shown, then answers
-one JSON command per stdin line: {"cmd": "geometry"} or {"cmd": "rename", "widget": W, "accessible": NAME}
-(the accessible name only: the pixels stay as they were)."""
+one JSON command per stdin line: {"cmd": "geometry"}, {"cmd": "rename", "widget": W, "accessible": NAME}
+(the accessible name only: the pixels stay as they were) or {"cmd": "restyle", "widget": W, "style": QSS} (the
+look only: the accessible name stays); each reply also counts the clicks each button received."""
 
 from __future__ import annotations
 
@@ -25,6 +26,17 @@ def main(title: str, x: int, y: int) -> int:  # pragma: no cover - runs in the c
     for w in widgets.values():
         w.setMinimumHeight(40)
         layout.addWidget(w)
+    clicks: dict[str, int] = {}
+
+    def counter(name: str) -> Any:
+        def count() -> None:
+            clicks[name] += 1
+        return count
+
+    for name, w in widgets.items():
+        if isinstance(w, QPushButton):
+            clicks[name] = 0
+            w.clicked.connect(counter(name))
     window.setGeometry(x, y, 360, 260)
     window.show()
 
@@ -46,11 +58,14 @@ def main(title: str, x: int, y: int) -> int:  # pragma: no cover - runs in the c
         msg = json.loads(line)
         if msg["cmd"] == "rename":
             widgets[msg["widget"]].setAccessibleName(msg["accessible"])
-        say(reply=msg["cmd"], widgets=geometry())
+        elif msg["cmd"] == "restyle":
+            widgets[msg["widget"]].setStyleSheet(msg["style"])
+        app.processEvents()  # painted before the reply: the test's next screenshot shows it
+        say(reply=msg["cmd"], widgets=geometry(), clicks=clicks)
 
     notifier = QSocketNotifier(sys.stdin.fileno(), QSocketNotifier.Type.Read)
     notifier.activated.connect(command)
-    QTimer.singleShot(300, lambda: say(ready=True, widgets=geometry()))
+    QTimer.singleShot(300, lambda: say(ready=True, widgets=geometry(), clicks=clicks))
     return app.exec()
 
 

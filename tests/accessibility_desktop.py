@@ -67,13 +67,15 @@ class AccessibleDesktop:
 
 
 class QtControls:
-    """tests/a11y_app.py: "Delete account", a password field named "Value" and "Save", in a window of `title`."""
+    """tests/a11y_app.py: "Delete account", a password field named "Value" and "Save", in a window of `title`;
+    `clicks`: how often each button was clicked, as of the last reply."""
 
     def __init__(self, desktop: AccessibleDesktop, title: str, at: tuple[int, int]) -> None:
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("a11y_app.py")), title,
                                       str(at[0]), str(at[1])], cwd=REPO, env=desktop.env(),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.widgets = self._read()["widgets"]
+        ready = self._read()
+        self.widgets, self.clicks = ready["widgets"], ready.get("clicks", {})
 
     def _read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -87,7 +89,7 @@ class QtControls:
         self.proc.stdin.write(json.dumps(msg) + "\n")
         self.proc.stdin.flush()
         reply = self._read()
-        self.widgets = reply["widgets"]
+        self.widgets, self.clicks = reply["widgets"], reply.get("clicks", {})
         return reply
 
     def close(self) -> None:

@@ -48,6 +48,8 @@ UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup"}
 SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "desktop.wayland": {"desktop.accessibility"},
     "desktop.accessibility": {"desktop.wayland"},
+    "desktop.attention": {"desktop.wayland", "desktop.accessibility"},
+    "agent.scheduled": set(),
     "cli.shared": {"cli."},  # never a subcommand
     "engine.llama": {"engine.remote"},
     "engine.remote": {"engine.llama", "engine.gguf"},

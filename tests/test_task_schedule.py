@@ -41,7 +41,9 @@ def test_a_daily_schedule_is_a_valid_systemd_timer_and_service_that_runs_the_tas
     text = service.read_text()
     assert "Environment=DISPLAY=:42" in text and f"DESKHAND_HOME={os.environ['DESKHAND_HOME']}" in text
     assert '"save it"' in text and '"name=report 50%% $$HOME.txt"' in text  # systemd's own % and $ doubled
-    assert "Scheduled “save it” at *-*-* 9:30:00" in out.stdout and "systemctl --user enable --now" in out.stdout
+    assert '--scheduled "daily 09:30" --wait-for-person 60' in text
+    assert "Scheduled “save it” every day at 09:30 with a systemd user timer" in out.stdout
+    assert "systemctl --user enable --now" in out.stdout
     if shutil.which("systemd-analyze"):
         verify = subprocess.run(["systemd-analyze", "verify", "--man=no", str(timer), str(service)],
                                 capture_output=True, text=True, timeout=60)

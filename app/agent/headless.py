@@ -7,6 +7,10 @@ What a headless run does with a step the policy wants a person to approve:
   a row the run ends ("needs a person").
 - A question from the model (`ask_user`) ends the run at once, with the question as the reason: only a person
   could answer it.
+- With a `person` (a scheduled run, app/agent/scheduled/person.py), a step that needs approval under the
+  policy, and a question, wait for that person instead (a notification, the Deskhand app's approval window),
+  up to its limit; so does a locked screen before each screenshot. No one by then: the run ends ("needs a
+  person"), saying what it waited for.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, EngineUnavailable
 from app.domain.paths import Paths
 from app.domain.settings import Settings
-from app.domain.units import steps_text
+from app.domain.units import human_duration, steps_text
 from app.engine.base import Engine
 
 log = logging.getLogger("deskhand.headless")
@@ -56,6 +60,9 @@ class HeadlessConfig:
     person_may_be_present: bool = False  # arm the panic hotkey, the corner failsafe and the user-input pause
     max_refused_in_a_row: int = 3
     display: str = ""  # recorded in the trajectory
+    person: Any = None  # a PersonWait: someone who may come (a scheduled run); None: no one is expected
+    scheduled: dict[str, Any] | None = None  # recorded with the run: when it was due, when it started
+    note: str = ""  # put before the run's message in History ("Scheduled run (every day at 09:30). ")
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,10 @@ class Decider:
     def echo(self, text: str) -> None:
         self._echo(without_secrets(text, self.secrets))
 
-    def _resolve(self, step: int, decision: Decision) -> None:
+    def _resolve(self, step: int, decision: Decision, by: str = "") -> None:
         if self.trajectory is not None:
-            self.trajectory.decided(decision.kind, decision.feedback, f"headless, --auto-approve {self.cfg.approve}")
+            self.trajectory.decided(decision.kind, decision.feedback,
+                                    by or f"headless, --auto-approve {self.cfg.approve}")
         self.gate.resolve(step, decision)
 
     def _end(self, step: int, why: str) -> None:
@@ -119,7 +127,9 @@ class Decider:
             self.observe(e)
 
     def _decide(self, e: ev.StepProposed) -> None:
-        if isinstance(e.action, AskUser):
+        if self.cfg.person is not None and (isinstance(e.action, AskUser) or self.cfg.approve != "all"):
+            self._wait_for_person(e)
+        elif isinstance(e.action, AskUser):
             self._end(e.step, f"the model asked “{e.action.question}”")
         elif self.cfg.approve == "all":
             self.refused_in_a_row = 0
@@ -132,6 +142,40 @@ class Decider:
             self._resolve(e.step, Decision("reject", feedback=(
                 f"No one is here to approve this step (a headless run that auto-approves only safe steps): "
                 f"{e.reason} Choose a step that needs no approval, or answer.")))
+
+
+    def _wait_for_person(self, e: ev.StepProposed) -> None:
+        what = f"the question “{e.action.question}”" if isinstance(e.action, AskUser) else \
+            f"step {e.step} ({e.description}): {e.reason}"
+        self.echo(f"step {e.step}: waits for a person (up to {human_duration(self.cfg.person.limit_s)}): {what}")
+        decision = self.cfg.person.ask(e, self.token)
+        if decision is None:
+            self._end(e.step, f"no one answered within {human_duration(self.cfg.person.limit_s)}; it waited for "
+                              f"{what}")
+            return
+        self.refused_in_a_row = 0
+        if decision.kind == "stop" and decision.feedback:
+            self.token.cancel(decision.feedback)  # "stopped by you from Deskhand's notification"
+        self.echo(f"step {e.step}: {decision.kind} (by a person)")
+        self._resolve(e.step, decision, "a person, for a scheduled run")
+
+
+class _ScreenWhenUnlocked:
+    """The capturer, waiting before each screenshot while the screen is locked (a scheduled run's person)."""
+
+    def __init__(self, capturer: Capturer, decider: Decider) -> None:
+        self.capturer, self.decider = capturer, decider
+
+    def grab(self, monitor: Any = None) -> Any:
+        person, token = self.decider.cfg.person, self.decider.token
+        if not person.screen_usable(token):
+            self.decider.needs_person = True
+            token.cancel(f"{NEEDS_PERSON}: the screen stayed locked for {human_duration(person.limit_s)}")
+            token.check()
+        return self.capturer.grab(monitor)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.capturer, name)
 
 
 def _executor(cfg: HeadlessConfig, settings: Settings, token: CancelToken, capturer: Capturer, held: Path
@@ -161,7 +205,8 @@ def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Pat
         echo(f"warning: {text}")
     if recorder is None:
         return None, 0
-    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display}}
+    meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display},
+            **({"scheduled": cfg.scheduled} if cfg.scheduled else {})}
     try:
         if n := recorder.mark_interrupted(lambda other: owner_alive(paths.data, other)):
             echo(f"{n} earlier run{'s were' if n > 1 else ' was'} cut short (closed or killed); the history lists "
@@ -178,9 +223,11 @@ def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Pat
 def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cfg: HeadlessConfig,
                  token: CancelToken, echo: Callable[[str], None] = lambda _: None,
                  executor_factory: Callable[[CancelToken, Capturer], Executor] | None = None,
-                 observe: Callable[[ev.Event], None] | None = None) -> HeadlessResult:
+                 observe: Callable[[ev.Event], None] | None = None,
+                 elements_factory: Callable[[], Any] = open_lookup) -> HeadlessResult:
     """Run `task` to its end on this thread; everything opened here is closed before returning. `observe` sees
-    every event of the run (after it was recorded), e.g. to report progress elsewhere."""
+    every event of the run (after it was recorded), e.g. to report progress elsewhere; `elements_factory` opens
+    the accessibility lookups."""
     live = LiveProcess(paths.data, "headless")
     recorder, run_id = _open_history(task, settings, cfg, paths, live.name, echo)
     folder = _folder(cfg.trajectories or paths.data / "trajectories", run_id)
@@ -210,8 +257,9 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
             executor = executor_factory(token, capturer)
         else:
             executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
-        elements = open_lookup()
-        finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), capturer, executor, recorder,
+        elements = elements_factory()
+        screen = capturer if cfg.person is None else _ScreenWhenUnlocked(capturer, decider)
+        finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), screen, executor, recorder,
                             decider, gate, token, elements=elements)
         outcome, message, answer, steps = finished.outcome, finished.message, finished.answer, finished.steps
     except Cancelled as exc:  # stopped while the engine was loading
@@ -230,9 +278,9 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
                 with contextlib.suppress(Exception):
                     stop()
         if recorder is not None:
-            if decider.finished is None:  # the loop did not record the end (it never started)
+            if decider.finished is None or cfg.note:  # the loop did not record the end (it never started)
                 with contextlib.suppress(DeskhandError):
-                    recorder.finish_run(run_id, outcome, answer, message)
+                    recorder.finish_run(run_id, outcome, answer, cfg.note + message)
             with contextlib.suppress(Exception):
                 recorder.close()
         live.close()

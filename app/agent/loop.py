@@ -117,6 +117,9 @@ class Run:
         self.auto_approve = config.policy.auto_approve
         self.on_user_input_resume = on_user_input_resume
         self.elements = elements
+        attach = getattr(engine, "use_elements", None)  # a saved task's replay matches elements too
+        if attach is not None and elements is not None:
+            attach(elements)
         self._prefetch: threading.Thread | None = None
         self._prefetch_stop = CancelToken()
 
@@ -199,7 +202,7 @@ class Run:
             st.attempt = attempt
             self.publish(ev.ScreenCaptured(self.run_id, st.n, encode_view(st.shot.image, 960), *st.shot.image.size,
                                            st.shot.monitor.label()))
-            obs = Observation(st.shot.image, st.shot.digest, st.feedback)
+            obs = Observation(st.shot.image, st.shot.digest, st.feedback, st.shot.monitor)
 
             def stream(text: str, n: int = st.n) -> None:
                 self.publish(ev.TokensStreamed(self.run_id, n, text))

@@ -248,6 +248,12 @@ class RecordingEngine:
         prepare = getattr(self.inner, "prepare_next", None)
         return prepare(task, history, token) if prepare is not None else None
 
+    def use_elements(self, elements: Any) -> None:
+        """The run's accessibility lookups, for a wrapped engine that uses them (a saved task's replay)."""
+        attach = getattr(self.inner, "use_elements", None)
+        if attach is not None:
+            attach(elements)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -92,20 +92,37 @@ def run(args: argparse.Namespace) -> int:
     return execute(args, args.task, lambda settings: _engine(settings, from_command_line=bool(args.engine)))
 
 
+def _display_problem(args: argparse.Namespace) -> str:
+    """What keeps this process from using its display ("": nothing)."""
+    from app.desktop.display import check_display
+
+    if args.display:
+        os.environ["DISPLAY"] = args.display
+    status = check_display()
+    return "" if status.usable else str(status.error())
+
+
 def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any],
-            after: Callable[[], None] | None = None) -> int:
+            after: Callable[[], None] | None = None, scheduled: Any = None) -> int:
     """Run `task` headless with the engine `engine_for(settings)` gives (`deskhand task run` gives its replay);
-    `after` says more once the run ended."""
+    `after` says more once the run ended; `scheduled` (a ScheduledRun: `task run --scheduled`) waits for the
+    display and for a person where one is needed, and records in History a run that could not start."""
     from app.agent.headless import HeadlessConfig, run_headless
     from app.domain.paths import default_paths
 
     token = CancelToken()
     try:
+        if scheduled is not None and (problem := scheduled.wait_for_display(lambda: _display_problem(args), token)):
+            scheduled.not_started(task, f"there was no usable display: {problem}", needs_person=True)
+            _say(problem)
+            return EXIT_NEEDS_PERSON
         display, virtual = _display(args)
         settings = _settings(args)
         engine = engine_for(settings)
     except DeskhandError as exc:
         _say(str(exc))
+        if scheduled is not None:  # History says why a scheduled run did nothing
+            scheduled.not_started(task, str(exc), needs_person=False)
         return EXIT_USAGE
     signals: dict[int, str] = {}
 
@@ -122,6 +139,8 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
         cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps, step_limit_hint=hint,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
                              display=display)
+        if scheduled is not None:
+            cfg = scheduled.config(cfg)
         result = run_headless(task, settings, engine, default_paths().ensure(), cfg, token, _say)
     finally:
         for s, handler in previous.items():

@@ -17,6 +17,17 @@ from app.domain.errors import DeskhandError
 
 EXIT_USAGE = 2
 EXIT_CHECK_FAILED = 6
+WAIT_DEFAULT = 60  # minutes a scheduled run that needs a person waits for one
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"“{text}” is not a number of minutes") from None
+    if not 0 <= value <= 24 * 60:
+        raise argparse.ArgumentTypeError("give 0 to 1440 minutes")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,12 +61,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                  "the task failed.")
     run.add_argument("name")
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
+    run.add_argument("--scheduled", metavar="WHEN", help="as the scheduler starts it ('daily HH:MM' or 'at "
+                     "YYYY-MM-DD HH:MM', written by `task schedule`): a step that needs a person waits for one with a "
+                     "notification, a locked screen or a missing display is waited for, and History says when the "
+                     "run was due")
+    run.add_argument("--wait-for-person", type=_minutes, default=None, metavar="MINUTES",
+                     help=f"how long a step that needs a person waits for one before the run ends (default "
+                          f"{WAIT_DEFAULT} with --scheduled, else 0: the run ends at once)")
     add_run_arguments(run)
     run.set_defaults(func=run_task)
-    sched = cmds.add_parser("schedule", help="run a saved task at a set time (a systemd user timer)",
-                            description="Run a saved task at a set time through the system's scheduler (a systemd "
-                                        "user timer on Linux): headless on this display, recorded in History. A run "
-                                        "missed while the computer was off runs at the next start.")
+    sched = cmds.add_parser("schedule", help="run a saved task at a set time (the system's own scheduler)",
+                            description="Run a saved task at a set time through the system's scheduler: a systemd "
+                                        "user timer on Linux, Task Scheduler on Windows, a launchd agent on macOS. "
+                                        "It runs headless on your desktop and is recorded in History; where a step "
+                                        "needs you (an approval, a question, a locked screen) it waits for you "
+                                        "with a notification, up to --wait-for-person minutes.")
     sched.add_argument("name", nargs="?")
     when = sched.add_mutually_exclusive_group()
     when.add_argument("--at", metavar="'YYYY-MM-DD HH:MM'", help="once, at that time")
@@ -64,7 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     when.add_argument("--remove", action="store_true", help="remove the task's schedule")
     sched.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     sched.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
-                       help="as `deskhand run` (safe: a step that needs a person ends the run, History says why)")
+                       help="safe (default): a step that needs approval waits for you; all: every step is approved "
+                            "(only on a virtual display)")
+    sched.add_argument("--wait-for-person", type=_minutes, default=None, metavar="MINUTES",
+                       help=f"how long a run that needs you waits before it ends, recorded in History (default "
+                            f"{WAIT_DEFAULT}; 0: it ends at once)")
     sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
     delete.add_argument("name")
@@ -216,10 +240,22 @@ def run_task(args: argparse.Namespace) -> int:
     def after() -> None:
         if replay:
             r = replay[0]
+            how = (f"; by the accessibility tree: {r.by_both} confirmed (picture and accessible name), "
+                   f"{r.by_element_alone} found by accessible name alone" if r.by_both or r.by_element_alone else "")
             _say(f"replayed {r.replayed} of {len(saved.steps)} saved steps without the model; the model was asked "
-                 f"for {r.asked}")
+                 f"for {r.asked}{how}")
 
-    status = execute(args, task_text, engine_for, after)
+    try:
+        scheduled = _scheduled(args, saved, task_text)
+    except DeskhandError as exc:
+        return _fail(exc)
+    if scheduled == NOT_DUE:
+        return 0
+    try:
+        status = execute(args, task_text, engine_for, after, scheduled)
+    finally:
+        if scheduled is not None:
+            scheduled.close()
     if status != 0 or not saved.checks:
         return status
     from app.agent.task_checks import run_checks
@@ -228,6 +264,40 @@ def run_task(args: argparse.Namespace) -> int:
     for r in results:
         _say(f"check {'passed' if r.passed else 'FAILED'}: {r.check.describe()} — {r.said}")
     return 0 if all(r.passed for r in results) else EXIT_CHECK_FAILED
+
+
+NOT_DUE = "not due"
+NOT_THIS_TIME = 180 * 86400  # s: launchd repeats a one-date run every year on that date; only the first is it
+
+
+def _scheduled(args: argparse.Namespace, saved: Any, task_text: str) -> Any:
+    """The ScheduledRun of `--scheduled` / `--wait-for-person` (None: neither; NOT_DUE: nothing to do now)."""
+    import datetime as dt
+
+    wait_min = args.wait_for_person if args.wait_for_person is not None else WAIT_DEFAULT if args.scheduled else 0
+    if not args.scheduled and not wait_min:
+        return None
+    from app.agent.scheduled.occasion import Occasion, ScheduledRun
+    from app.agent.scheduled.person import PersonWait
+    from app.cli.run_cmd import _say
+    from app.domain.paths import default_paths
+    from app.setup.self_command import start_app
+    from app.setup.task_schedule import when_from_argument
+
+    occasion = None
+    now = dt.datetime.now()
+    if args.scheduled:
+        when = when_from_argument(args.scheduled)
+        due = when.last_due(now)
+        if due is None or (not when.daily and (now - due).total_seconds() > NOT_THIS_TIME):
+            _say(f"“{saved.name}” is scheduled {when.describe()}: not now, so nothing was done.")
+            return NOT_DUE
+        occasion = Occasion(saved.name, when.describe(), due, dt.timedelta(days=1) if when.daily else None, now)
+    limit_s = wait_min * 60.0
+    person = PersonWait(saved.name, limit_s, _say, start_app) if limit_s > 0 else None
+    run = ScheduledRun(default_paths().ensure(), occasion, person, limit_s, _say)
+    run.record_missed(task_text)
+    return run
 
 
 def delete_task(args: argparse.Namespace) -> int:
@@ -273,14 +343,15 @@ def schedule_task(args: argparse.Namespace) -> int:
     from app.setup import task_schedule as ts
 
     try:
+        scheduler = ts.scheduler_for()
         if args.list:
-            found = ts.schedules()
-            print("\n".join(f"{unit}: {when}" for unit, when in found) if found else "No saved task is scheduled.")
+            found = scheduler.listed()
+            print("\n".join(f"{s.name}: {s.when}" for s in found) if found else "No saved task is scheduled.")
             return 0
         if not args.name:
             raise DeskhandError("Name the saved task.", "deskhand task schedule NAME --at 'YYYY-MM-DD HH:MM'")
         if args.remove:
-            removed = ts.remove(args.name)
+            removed = scheduler.remove(args.name)
             print(f"Removed the schedule of “{args.name}” ({', '.join(p.name for p in removed)}).")
             return 0
         task = _store().load(args.name)
@@ -289,13 +360,16 @@ def schedule_task(args: argparse.Namespace) -> int:
         secret = next((v.name for v in task.variables if v.secret and v.name not in given), None)
         if secret or any(v.secret for v in task.variables if v.name in given):
             raise DeskhandError(f"The task “{task.name}” has a secret variable ({secret or 'given'}): a scheduled run "
-                                "cannot ask for it, and its value would stand in clear in the timer's file.",
+                                "cannot ask for it, and its value would stand in clear in the scheduler's file.",
                                 "Run it by hand (`deskhand task run`), or save a run without the password step.")
-        when = ts.on_calendar(args.at, args.daily)
+        when = ts.when_of(args.at, args.daily)
         extra = [a for pair in args.var for a in ("--var", pair)] + ["--auto-approve", args.auto_approve]
-        schedule = ts.write_schedule(task.name, when, extra)
+        wait = WAIT_DEFAULT if args.wait_for_person is None else args.wait_for_person
+        schedule = scheduler.write(task.name, when, ts.run_arguments(task.name, when, extra, wait),
+                                   ts.session_environment())
     except DeskhandError as exc:
         return _fail(exc)
-    print(f"Scheduled “{task.name}” at {when}: {schedule.timer} and {schedule.service.name}.")
-    print(ts.enable(schedule))
+    print(f"Scheduled “{task.name}” {when.describe()} with {schedule.scheduler}: "
+          f"{', '.join(str(p) for p in schedule.files)}.")
+    print(scheduler.enable(schedule))
     return 0

@@ -84,6 +84,12 @@ class AccessibleElement:
         return (self.role, _norm(self.name), self.app, self.pid) == (other.role, _norm(other.name), other.app,
                                                                       other.pid)
 
+    def same_control(self, saved: AccessibleElement) -> bool:
+        """Whether this is the control a saved task recorded: the same role and name, in an application of the
+        same name where both say one (the process is another one by the next run)."""
+        same_app = not self.app or not saved.app or self.app == saved.app
+        return self.role == saved.role and same_name(self.name, saved.name) and same_app
+
     def as_json(self) -> dict[str, Any]:
         return {"role": self.role, "name": self.name, "description": self.description,
                 "states": sorted(self.states), "app": self.app, "window": self.window,
@@ -106,6 +112,11 @@ def _short(text: str, limit: int = 60) -> str:
 def _norm(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(re.findall(r"\w+", folded))
+
+
+def same_name(a: str, b: str) -> bool:
+    """Two accessible names that say the same (case, spacing and punctuation aside: "Save…" is "save")."""
+    return _norm(a) == _norm(b)
 
 
 _FILLER = frozenset({"the", "a", "an", "button", "field", "box", "link", "icon", "menu", "item", "tab", "text",

@@ -94,6 +94,20 @@ def peer_uid(descriptor: int) -> int | None:
         s.close()
 
 
+def listening(base_dir: str | None = None) -> bool:
+    """Whether a Deskhand app listens for later launches (connected to, nothing sent)."""
+    name = server_name(base_dir)
+    if sys.platform.startswith("win"):
+        return os.path.exists(rf"\\.\pipe\{name}")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2.0)
+        try:
+            sock.connect(name)
+        except OSError:
+            return False
+    return True
+
+
 def send_message(message: dict[str, Any], base_dir: str | None = None, timeout: float = 2.0) -> bool:
     """True when a running Deskhand took the message; False when none listens."""
     name, line = server_name(base_dir), (json.dumps(message) + "\n").encode()

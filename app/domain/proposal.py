@@ -9,6 +9,7 @@ from PIL import Image
 
 from app.domain.actions import Action
 from app.domain.errors import DeskhandError
+from app.domain.geometry import Monitor
 
 # What a person types reaches the model whole up to these lengths (a task of a few paragraphs, a long
 # reply); past them it is refused or cut, visibly, rather than filling the context or the tokenizer.
@@ -40,6 +41,9 @@ class Observation:
     image: Image.Image | None  # None only when the engine already holds this digest's embeddings
     digest: str
     feedback: str = ""  # the outcome of the previous step, in words ("Done.", the user's rejection, …)
+    # where the screenshot's pixels are on the desktop (a saved task's replay maps a found element there); the
+    # model never reads it
+    monitor: Monitor | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,10 @@ class Counters:
     rebuilds: int = 0  # full re-evaluations (first step, no usable checkpoint, overflow)
     context_used: int = 0
     replayed: int = 0  # 1: the step came from a saved task (its target found on the screen), no model call
+    # how a replayed step's target was found: by the saved picture of it, by its accessibility element (role and
+    # name), or both (1 each); neither for a step without a target (keys)
+    replay_pixels: int = 0
+    replay_element: int = 0
 
 
 @dataclass(frozen=True)

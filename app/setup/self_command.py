@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,3 +16,9 @@ def launch_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-m", "app"]
+
+
+def start_app() -> None:
+    """Start the Deskhand app on its own (a scheduled run's notification: "Open Deskhand"); it outlives the caller."""
+    subprocess.Popen(launch_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)

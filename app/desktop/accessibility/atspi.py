@@ -9,6 +9,7 @@ and Qt sometimes not at all — and the children's boxes where it stops short.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from app.desktop.accessibility.backend import (
     check_deadline,
 )
 from app.desktop.windows import DesktopInfo, WindowInfo, window_at
-from app.domain.accessible import AccessibleElement
+from app.domain.accessible import AccessibleElement, same_name
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +241,14 @@ class AtspiBackend:
                 best = (area, kid)
         return best[1] if best else None
 
-    def _element(self, ref: Ref, window: _Window) -> AccessibleElement:
+    def _role(self, ref: Ref) -> str:
         try:
-            role = role_name(int(self._call(ref, ACCESSIBLE, "GetRole")[0]))
+            return role_name(int(self._call(ref, ACCESSIBLE, "GetRole")[0]))
         except _Missing:
-            role = str(self._call(ref, ACCESSIBLE, "GetRoleName")[0])
+            return str(self._call(ref, ACCESSIBLE, "GetRoleName")[0])
+
+    def _element(self, ref: Ref, window: _Window) -> AccessibleElement:
+        role = self._role(ref)
         states = self._states(ref)
         if role == "password text":
             states |= {"password"}
@@ -293,6 +297,38 @@ class AtspiBackend:
             except _Missing:
                 continue
         return None
+
+    def find(self, role: str, name: str, app: str, window: str, deadline: float) -> list[AccessibleElement]:
+        """The showing elements of `role` named `name` (as `same_name` compares) in the application `app`'s
+        windows titled `window`, or in all of its windows when none has that title any more (a saved task's
+        target that no longer looks as it did). Not on Wayland: the boxes would not be screen boxes."""
+        if not self.points:
+            return []
+        self._deadline = deadline
+        try:
+            windows = [w for w in self._windows() if not app or w.app == app]
+            titled = [w for w in windows if w.title == window]
+            return [self._element(ref, w) for w in titled or windows for ref in self._matching(w.ref, role, name)]
+        except _Missing as exc:
+            log.debug("no %s “%s” found: %s", role, name, exc)
+            return []
+
+    def _matching(self, root: Ref, role: str, name: str) -> list[Ref]:
+        """Breadth first through the showing part of a window's tree (a hidden page's controls are not there)."""
+        queue, seen, found = collections.deque([root]), 0, []
+        while queue and seen < MAX_FOCUS_NODES:
+            node = queue.popleft()
+            seen += 1
+            try:
+                if node != root:
+                    if "showing" not in self._states(node):
+                        continue
+                    if self._role(node) == role and same_name(str(self._prop(node, "Name")), name):
+                        found.append(node)
+                queue.extend(self._children(node)[:MAX_CHILDREN])
+            except _Missing:
+                continue
+        return found
 
     def status(self) -> BackendStatus:
         import time

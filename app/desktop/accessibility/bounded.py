@@ -26,6 +26,7 @@ from app.domain.accessible import AccessibleElement
 log = logging.getLogger(__name__)
 
 BOUND_S = 0.15  # the issue's bound: past it the step goes on without the element
+FIND_BOUND_S = 1.5  # a search of a window's tree stands in for a model call (seconds), not for a glance
 OPEN_WAIT_S = 3.0  # the first connection (the AT-SPI bus launcher may start on demand)
 
 
@@ -37,8 +38,9 @@ class _Job:
 
 
 class BoundedLookup:
-    def __init__(self, factory: Callable[[], AccessibilityBackend], bound_s: float = BOUND_S) -> None:
-        self.bound_s = bound_s
+    def __init__(self, factory: Callable[[], AccessibilityBackend], bound_s: float = BOUND_S,
+                 find_bound_s: float = FIND_BOUND_S) -> None:
+        self.bound_s, self.find_bound_s = bound_s, find_bound_s
         self.unavailable: AccessibilityUnavailable | None = None
         self.late = 0  # lookups abandoned past the bound, for the log and the doctor
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
@@ -97,6 +99,17 @@ class BoundedLookup:
 
     def focused(self, bound_s: float | None = None) -> AccessibleElement | None:
         value: AccessibleElement | None = self._ask(lambda b, d: b.focused(d), bound_s)
+        return value
+
+    def find(self, role: str, name: str, app: str, window: str, bound_s: float | None = None
+             ) -> list[AccessibleElement] | None:
+        """The showing elements of `role` named `name` in the application `app`'s window `window` (a backend's
+        optional `find`: AT-SPI's). None: no backend that searches its tree, or no answer within the bound."""
+        def search(b: AccessibilityBackend, deadline: float) -> Any:
+            find = getattr(b, "find", None)
+            return find(role, name, app, window, deadline) if find is not None else None
+
+        value: list[AccessibleElement] | None = self._ask(search, self.find_bound_s if bound_s is None else bound_s)
         return value
 
     def status(self) -> BackendStatus:

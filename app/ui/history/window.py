@@ -39,7 +39,7 @@ from app.ui.screenshot_view import ScreenshotView
 from app.ui.status_area import StatusArea
 
 STATUS_WORDS = {"answered": "done", "step_limit": "step limit", "running": "running", "stopped": "stopped",
-                "failed": "failed", "interrupted": "interrupted"}
+                "failed": "failed", "interrupted": "interrupted", "missed": "missed (scheduled)"}
 
 
 class HistoryStore:
@@ -195,7 +195,7 @@ class HistoryWindow(QWidget):
                 item = QTableWidgetItem(text)
                 if col == 0:
                     item.setToolTip(r["task"] + (f"\n\n{r['message']}" if r["message"] else ""))
-                if col == 2 and r["status"] in ("failed", "interrupted"):
+                if col == 2 and r["status"] in ("failed", "interrupted", "missed"):
                     item.setForeground(Qt.GlobalColor.darkRed)
                 self.table.setItem(i, col, item)
         if not runs:

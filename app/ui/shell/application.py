@@ -28,6 +28,7 @@ from app.ui.run.task_queue import TaskQueue
 from app.ui.run.window import MainWindow
 from app.ui.settings.dialog import SettingsDialog
 from app.ui.setup.flow import SetupFlow
+from app.ui.shell.handed_steps import HandedSteps
 from app.ui.shell.hotkeys import GlobalHotkey
 from app.ui.shell.presenter import RunPresenter
 from app.ui.shell.quick_task import QuickTaskBox
@@ -54,6 +55,7 @@ class Application(QObject):
         self.background = Background(self)
         self.store = HistoryStore(paths)
         self.saved_tasks = SavedTasks(self)
+        self.handed_steps = HandedSteps(self)  # steps of scheduled runs that wait for the person
         self.hider = WindowHider(self)
         self.host = AgentHost(paths, self.hider, engine_factory=engine_factory, dry_run=dry_run,
                               executor_factory=executor_factory, parent=self)
@@ -225,8 +227,9 @@ class Application(QObject):
         stops the run; a task during a run waits in the queue the status area shows (raising a window would take
         the keyboard from the window a step types into). False: it waits until no step acts."""
         task = str(msg.get("task") or "").strip()
-        if msg.get("cmd") == "stop" or (msg.get("cmd") == "task" and task and self.presenter.running):
-            self.handle_instance_message(msg)  # raises no window in these two cases
+        if msg.get("cmd") in ("stop", "scheduled-step-over") or (msg.get("cmd") == "task" and task
+                                                                 and self.presenter.running):
+            self.handle_instance_message(msg)  # raises no window in these cases
             return True
         return False
 
@@ -236,7 +239,9 @@ class Application(QObject):
         Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
         task = str(msg.get("task") or "").strip()
-        if msg.get("cmd") == "stop":
+        if str(msg.get("cmd", "")).startswith("scheduled-step"):
+            self.handed_steps.receive(msg)
+        elif msg.get("cmd") == "stop":
             self.presenter.stop()
         elif msg.get("cmd") == "task" and task and self.presenter.running:
             self.queue.add(task)
@@ -417,6 +422,7 @@ class Application(QObject):
                   self.quit_box):
             if w is not None:
                 w.hide()
+        self.handed_steps.close()
         self.host.shutdown()
         self.presenter.detach()
         self.background.run(self.store.close)
