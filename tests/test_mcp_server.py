@@ -243,3 +243,48 @@ def test_http_needs_the_bearer_token_from_the_keyring(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_config_prints_each_hosts_snippet_and_writes_only_when_asked_keeping_a_backup(tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir()
+    env = {**server_env(tmp_path / "home"), "HOME": str(user)}
+
+    def config(host: str, *more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "mcp", "config", "--host", host, *more], cwd=project,
+                              env=env, text=True, capture_output=True, timeout=120)
+
+    claude = config("claude-code")
+    assert claude.returncode == 0 and "# or: claude mcp add deskhand -- deskhand mcp" in claude.stdout
+    assert json.loads(claude.stdout.split(".mcp.json\n", 1)[1]) == {
+        "mcpServers": {"deskhand": {"command": "deskhand", "args": ["mcp"]}}}
+    assert "codex mcp add deskhand -- deskhand mcp" in config("codex").stdout
+    assert '"type": "local"' in config("opencode").stdout
+    assert not user.exists() and not any(project.iterdir())  # printing writes nothing
+
+    cursor = user / ".cursor" / "mcp.json"  # another server there stays, and the old file is kept
+    cursor.parent.mkdir(parents=True)
+    cursor.write_text(json.dumps({"mcpServers": {"other": {"command": "other"}}}))
+    wrote = config("cursor", "--write")
+    assert wrote.returncode == 0 and "the old one is" in wrote.stdout, wrote.stderr
+    assert json.loads(cursor.read_text())["mcpServers"] == {"other": {"command": "other"},
+                                                            "deskhand": {"command": "deskhand", "args": ["mcp"]}}
+    (backup,) = cursor.parent.glob("mcp.json.*.bak")
+    assert json.loads(backup.read_text()) == {"mcpServers": {"other": {"command": "other"}}}
+
+    codex = user / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('model = "o4"\n')
+    assert config("codex", "--write").returncode == 0
+    assert codex.read_text() == 'model = "o4"\n\n[mcp_servers.deskhand]\ncommand = "deskhand"\nargs = ["mcp"]\n'
+    again = config("codex", "--write")  # a second time: refused, the file and the backups as they were
+    assert again.returncode == 2 and "already has a [mcp_servers.deskhand] table" in again.stderr
+    assert codex.read_text().count("[mcp_servers.deskhand]") == 1 and len(list(codex.parent.glob("*.bak"))) == 1
+
+    opencode = project / "opencode.json"
+    opencode.write_text("{not json")
+    broken = config("opencode", "--write")
+    assert broken.returncode == 2 and "not valid JSON" in broken.stderr and opencode.read_text() == "{not json"
+    assert not list(project.glob("*.bak"))
+    assert config("claude-code", "--write").returncode == 0
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["deskhand"]["args"] == ["mcp"]
