@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication
 
 from app.agent.recorder import connect, list_runs
-from app.domain.instance import server_name
+from app.domain.errors import DeskhandError
+from app.domain.instance import send_message, server_name
+from app.domain.link import client, protocol
 from app.domain.link.consent import ConsentStore
 from app.domain.paths import default_paths
 from app.domain.settings import load_settings
@@ -46,7 +49,7 @@ from tests.remote_helpers import tool_profile
 from tests.ui_support import QT_MARKS, window_manager
 
 pytestmark = [*QT_MARKS, pytest.mark.xdisplay, pytest.mark.model]
-HOST, NOT_ALLOWED = "test-host", -32003
+HOST, NOT_ALLOWED, CANNOT = "test-host", -32003, -32004
 SETTLE_MS = int(max(input_guard.QUIET_S, input_guard.POINTER_DELAY_S) * 1000) + 100  # the guard's moment
 
 
@@ -159,6 +162,14 @@ def refusal(qtbot, fut: concurrent.futures.Future[Any]) -> MCPError:
     return exc
 
 
+def in_thread(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """A blocking call off this thread (the app answers it from the event loop this thread turns)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    fut = pool.submit(fn)
+    pool.shutdown(wait=False)
+    return fut
+
+
 def click(desktop, widget, left: int | None = None) -> None:
     """A real pointer click in the middle of `widget` (or `left` pixels from its left edge), as a person makes it."""
     r = widget.rect()
@@ -238,6 +249,17 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
         assert step.needs_decision and not run.done() and app.main.task_box.toPlainText() == "Click the button"
         assert "asked for this task" in " ".join(app.main.status.texts())
         assert any(p.startswith("step 1: proposes ") and "waits for the person" in p for p in progress), progress
+        # one task at a time: a second from this host, or from another program, is an error; one typed at the
+        # desk waits in the app's queue
+        e = refusal(qtbot, host.tool("run_task", {"task": "Something else"}))
+        assert e.code == CANNOT and "already running a task for you" in e.message
+        store.allow("other-host", ("run_task",))
+        other = in_thread(lambda: client.open_request("run", host="other-host", task="Something else"))
+        qtbot.waitUntil(other.done, timeout=60000)
+        assert isinstance(other.exception(), DeskhandError)
+        assert f"busy with a task from “{HOST}”" in str(other.exception())
+        assert not app.start_task("A task typed at the desk") and app.queue.waiting == deque(["A task typed at "
+                                                                                              "the desk"])
         click(desktop, app.dialog.approve_button)
         result = answer(qtbot, run)
         out = result.structured_content
@@ -254,6 +276,32 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
         assert status["running"] is False and status["app_running"] is True
     finally:
         host.close()
+
+
+def test_the_link_is_versioned_and_the_old_messages_still_work(qtbot, running_app):
+    hello = in_thread(lambda: client.ask("hello"))
+    qtbot.waitUntil(hello.done, timeout=30000)
+    assert hello.result()["ok"] and hello.result()["v"] == protocol.VERSION
+
+    def newer() -> Any:
+        conn = client.Connection()
+        try:
+            conn.send({"v": protocol.VERSION + 1, "cmd": "hello"})
+            return client.first_answer(conn)
+        finally:
+            conn.close()
+
+    refused = in_thread(newer)
+    qtbot.waitUntil(refused.done, timeout=30000)
+    assert "speaks link version 1" in str(refused.exception())
+    status = in_thread(lambda: client.ask("status"))
+    qtbot.waitUntil(status.done, timeout=30000)
+    assert status.result()["running"] is False and status.result()["model_set_up"] is True
+    stop = in_thread(lambda: send_message({"cmd": "stop"}))  # a `deskhand stop` of before the link
+    qtbot.waitUntil(stop.done, timeout=30000)
+    assert stop.result() is True
+    folder = Path(server_name()).parent
+    assert folder.stat().st_mode & 0o077 == 0  # only this user can reach the socket
 
 
 def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, desktop, running_app, home):

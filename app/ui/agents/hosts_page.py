@@ -26,13 +26,15 @@ from app.ui.messages import error_html
 
 Run = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], Future[Any]]
 INTRO = ("Programs such as Claude Code, Codex or Cursor can use Deskhand through <code>deskhand mcp</code>. The "
-         "first time one asks, Deskhand asks you which tools it may use. Your answers are kept here; withdraw one "
-         "and that program is asked again the next time it calls.")
+         "first time one asks, Deskhand asks you what it may do. Your answers are kept here; withdraw one (at once, "
+         "no need to save) and that program is asked again the next time it calls.")
 EMPTY = "No program has asked yet."
+SHORT = {"run_task": "do tasks", "screenshot": "see the screen", "propose": "ask the model", "status": "see status",
+         "stop": "stop tasks", "run": "read run records"}  # (the tools' names are in the tooltip)
 
 
 def may_use(g: Grant) -> str:
-    return "nothing: you denied it" if g.denied else ", ".join(g.tools) or "nothing"
+    return "nothing: you denied it" if g.denied else ", ".join(SHORT.get(t, t) for t in g.tools) or "nothing"
 
 
 class HostsPage(QWidget):
@@ -49,7 +51,10 @@ class HostsPage(QWidget):
         self.table.setHeaderLabels(["Program (as it names itself)", "May use", "Answered"])
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.header().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header = self.table.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         root.addWidget(self.table, 1)
         self.empty = QLabel(EMPTY)
@@ -77,7 +82,7 @@ class HostsPage(QWidget):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(g.granted_at)) if g.granted_at else ""
             item = QTreeWidgetItem([g.host, may_use(g), when])
             item.setData(0, Qt.ItemDataRole.UserRole, g.host)
-            item.setToolTip(1, may_use(g))
+            item.setToolTip(1, "The tools: " + (", ".join(g.tools) or "none"))
             self.table.addTopLevelItem(item)
         self.table.resizeColumnToContents(0)
         self.table.setVisible(bool(grants))
