@@ -206,6 +206,10 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
         dialog = question(qtbot, link)
         assert f"“{HOST}”</b> 9.9" in dialog.intro.text() and "see the screen" in dialog.intro.text()
         assert QApplication.activeWindow() is not dialog and not shot.done()
+        click(desktop, dialog.intro)  # the person turns to it: even then, no key allows (Deny below proves it)
+        qtbot.waitUntil(dialog.isActiveWindow, timeout=10000)
+        dialog.allow_button.setFocus()
+        desktop.run("xdotool", "key", "--delay", "50", "space", "Return", "KP_Enter")
         click(desktop, dialog.deny_button)
         e = refusal(qtbot, shot)
         assert e.code == NOT_ALLOWED and "denied" in e.message and "no screenshot" in e.message
