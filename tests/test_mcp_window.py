@@ -266,6 +266,7 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
                                                                                               "the desk"])
         click(desktop, app.dialog.approve_button)
         result = answer(qtbot, run)
+        qtbot.waitUntil(lambda: app.queue.offered == "A task typed at the desk")  # offered once the run ended
         out = result.structured_content
         assert out["outcome"] == "step_limit" and out["steps"] == 1 and out["run_id"] >= 1, out
         assert app.main.steps.decisions() == {1: "approved"}
@@ -332,6 +333,8 @@ def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, deskto
             tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the abandoned call
         return "cancelled"
 
+    app.queue.add("A task typed earlier")
+    app.queue.run_ended()  # offered to the person, in the task box with "Start it"
     try:
         answer(qtbot, host.ready)
         with qtbot.waitSignal(app.presenter.finished, timeout=300000) as finished:
@@ -342,6 +345,7 @@ def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, deskto
         assert pressed_keys(desktop.display) == [] and pointer_state(desktop.display)[2] == 0
         qtbot.waitUntil(lambda: not app.presenter.running and link.run is None)
         assert "Stopped: cancelled by the host" in " ".join(app.main.status.texts())
+        assert app.queue.offered == "A task typed earlier"  # a host's run took nothing of the person's
     finally:
         host.close()
 

@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -71,6 +72,9 @@ class HostsPage(QWidget):
         row.addWidget(self.withdraw_button)
         row.addStretch(1)
         root.addLayout(row)
+
+    def showEvent(self, event: QShowEvent) -> None:  # read each time it is shown: a question may have been answered
+        super().showEvent(event)
         self.refresh()
 
     def refresh(self) -> None:

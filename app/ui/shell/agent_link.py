@@ -147,15 +147,14 @@ class AgentLink(QObject):
         q.waiting = [s for s in q.waiting if s is not sock]
         if not q.waiting:  # nobody waits for the answer: the question goes, nothing remembered
             del self.questions[host]
-            q.dialog.withdraw()
-            q.dialog.deleteLater()
+            self._drop(q.dialog)
             log.info("the question for “%s” was withdrawn: the program went away", host)
 
     def _answered(self, host: str, answer: str, tools: tuple[str, ...]) -> None:
         q = self.questions.pop(host, None)
         if q is None:
             return
-        q.dialog.deleteLater()
+        self._drop(q.dialog)
         log.info("the person answered “%s”: %s", host, answer)
 
         def keep() -> None:
@@ -219,7 +218,7 @@ class AgentLink(QObject):
         run = self.run = LinkedRun(sock, host)
         self.steps_done, self.last = 0, ""
         a.presenter.begin(auto)
-        a.queue.run_started(task)
+        a.queue.running = task  # (a task offered to the person stays offered: it is theirs to start later)
         a.main.set_task(task)
         a.main.status.show_message(f"<b>“{escape(host)}” asked for this task</b> (another program, through MCP). "
                                    "Each step shows here as always; risky steps ask you; Stop ends it.", "info",
@@ -271,6 +270,10 @@ class AgentLink(QObject):
     def close(self) -> None:
         """At quit (and in tests): the questions go; a run's connection ends with the app."""
         for host in list(self.questions):
-            q = self.questions.pop(host)
-            q.dialog.withdraw()
-            q.dialog.deleteLater()
+            self._drop(self.questions.pop(host).dialog)
+
+    def _drop(self, dialog: ConsentDialog) -> None:
+        """A question done with: off the screen for good (not back after a screenshot that hid it), then gone."""
+        dialog.withdraw()
+        self.app.hider.forget(dialog)
+        dialog.deleteLater()
