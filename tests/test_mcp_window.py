@@ -269,6 +269,7 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
         qtbot.waitUntil(lambda: app.queue.offered == "A task typed at the desk")  # offered once the run ended
         out = result.structured_content
         assert out["outcome"] == "step_limit" and out["steps"] == 1 and out["run_id"] >= 1, out
+        assert out["message"].endswith("Or call run_task with a higher max_steps."), out
         assert app.main.steps.decisions() == {1: "approved"}
         assert "step 1: approved by the person" in progress, progress
         done = re.search(r"\((\d+), (\d+)\)", next(p for p in progress if p.startswith("step 1: done: ")))

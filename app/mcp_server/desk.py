@@ -214,9 +214,11 @@ class Desk:
                 for msg in in_app.events():
                     run.follow(msg, report)
                     if msg.get("event") == "finished":
-                        run.result = RunResult(int(msg.get("run_id") or 0), str(msg.get("outcome", "")),
-                                               str(msg.get("message", "")), str(msg.get("answer", "")),
-                                               int(msg.get("steps") or 0))
+                        outcome, message = str(msg.get("outcome", "")), str(msg.get("message", ""))
+                        if outcome == "step_limit":  # (the app's words are for the person: Settings)
+                            message += " Or call run_task with a higher max_steps."
+                        run.result = RunResult(int(msg.get("run_id") or 0), outcome, message,
+                                               str(msg.get("answer", "")), int(msg.get("steps") or 0))
                         return
                 where = f"run {run.run_id}" if run.run_id else "the run"
                 run.error = DeskhandError(f"The Deskhand app closed before {where} ended.",
