@@ -181,15 +181,19 @@ class TargetWindow(QWidget):
 
 
 def run(at: str, title: str) -> int:
-    """`at` is where the window goes ("X,Y"), or "full": full screen, where a Wayland client knows its place."""
+    """`at` is where the window goes ("X,Y"), or "full": full screen, where a Wayland client knows its place, or
+    "max": maximised (the whole work area, in the WM's normal layer: Deskhand's windows stay above it)."""
     app = QApplication(sys.argv[:1])
     win = TargetWindow(title)
     win.keys = HeldKeys()
     app.installEventFilter(win.keys)
-    if at == "full":
+    if at in ("full", "max"):
         win.setMinimumSize(0, 0)
         win.setMaximumSize(16777215, 16777215)
-        win.showFullScreen()
+        if at == "full":
+            win.showFullScreen()
+        else:
+            win.showMaximized()
     else:
         x, y = (int(v) for v in at.split(","))
         win.move(x, y)

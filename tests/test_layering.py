@@ -43,9 +43,10 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
     "engine/gguf": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
 }
-UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup"}
+UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup", "ui.agents"}
 # sub-package (or "<package>." for the modules directly in a package) -> the sibling groups it must never import
 SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
+    "domain.link": set(),
     "desktop.wayland": {"desktop.accessibility"},
     "desktop.accessibility": {"desktop.wayland"},
     "desktop.attention": {"desktop.wayland", "desktop.accessibility"},

@@ -1,5 +1,6 @@
 """`deskhand mcp` against the MCP SDK's own client: the real server subprocess over stdio and over streamable HTTP,
-the tiny random-weight model through llama.cpp, runs on a private Xvfb, the real run records."""
+the tiny random-weight model through llama.cpp, headless runs (`--headless`) on a private Xvfb, the real run
+records. The runs and consent questions in the Deskhand app's window are tests/test_mcp_window.py's."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ NOT_ALLOWED, CANNOT = -32003, -32004
 
 
 def server_env(home: Path, desktop: Any = None, **extra: str) -> dict[str, str]:
-    env = desktop.env() if desktop is not None else dict(os.environ)
+    """With no desktop, no display either: nothing may start a Deskhand app on the test's Xvfb."""
+    env = desktop.env() if desktop is not None else {k: v for k, v in os.environ.items()
+                                                     if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update({"DESKHAND_HOME": str(home), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1",
                 "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring", **extra})
     return env
@@ -39,8 +42,8 @@ def deskhand(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, timeout=120)
 
 
-async def with_session(env: dict[str, str], body: Any) -> Any:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "app", "mcp"], env=env, cwd=REPO)
+async def with_session(env: dict[str, str], body: Any, *options: str) -> Any:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "app", "mcp", *options], env=env, cwd=REPO)
     async with stdio_client(params) as (r, w), ClientSession(
             r, w, client_info=types.Implementation(name=HOST, version="1")) as session:
         init = await session.initialize()
@@ -62,9 +65,10 @@ def test_handshake_tools_consent_and_errors_over_stdio(tmp_path):
         assert run_task["required"] == ["task"]
         assert run_task["properties"]["auto_approve"]["enum"] == ["off", "safe"]  # never "all"
         assert all(t.description for t in tools.values())
-        with pytest.raises(MCPError) as e:  # no screenshot before the person allowed this host
-            await s.call_tool("screenshot", {})
+        with pytest.raises(MCPError) as e:  # no screenshot before the person allowed this host; with no display,
+            await s.call_tool("screenshot", {})  # no window can ask them: the terminal way is named
         assert e.value.code == NOT_ALLOWED and "deskhand mcp allow" in e.value.message and HOST in e.value.message
+        assert "could not ask them in its window" in e.value.message
         with pytest.raises(MCPError) as e:
             await s.call_tool("status", {})
         assert e.value.code == NOT_ALLOWED
@@ -91,7 +95,7 @@ def test_handshake_tools_consent_and_errors_over_stdio(tmp_path):
         assert (await s.call_tool("status", {})).structured_content["running"] is False
 
     anyio.run(with_session, server_env(home), body)
-    assert "test-host: status, run_task" in deskhand(home, "mcp", "hosts").stdout
+    assert "test-host: run_task, status" in deskhand(home, "mcp", "hosts").stdout
     assert deskhand(home, "mcp", "forget", HOST).returncode == 0
     assert "No host is allowed" in deskhand(home, "mcp", "hosts").stdout
 
@@ -143,7 +147,7 @@ def test_run_task_acts_on_a_real_window_reports_each_step_and_returns_its_result
         return result, record
 
     try:
-        result, record = anyio.run(with_session, server_env(model_home, desktop), body)
+        result, record = anyio.run(with_session, server_env(model_home, desktop), body, "--headless")
         out = result.structured_content
         assert out["outcome"] == "step_limit" and out["steps"] == 1, out
         assert any(p.startswith("step 1: proposes ") and "click" in p.lower() for p in progress), progress
@@ -187,7 +191,7 @@ def test_a_hosts_cancel_stops_the_run_with_nothing_held(desktop, model_home):
         return await anyio.to_thread.run_sync(lambda: wait_until(ended, 120, "the run's end", 0.2))
 
     try:
-        text = anyio.run(with_session, server_env(model_home, desktop), body)
+        text = anyio.run(with_session, server_env(model_home, desktop), body, "--headless")
         assert "Outcome: stopped" in text and "cancelled by the host" in text, text
         assert pressed_keys(desktop.display) == [] and pointer_state(desktop.display)[2] == 0
     finally:
@@ -239,3 +243,48 @@ def test_http_needs_the_bearer_token_from_the_keyring(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_config_prints_each_hosts_snippet_and_writes_only_when_asked_keeping_a_backup(tmp_path):
+    user, project = tmp_path / "user", tmp_path / "project"
+    project.mkdir()
+    env = {**server_env(tmp_path / "home"), "HOME": str(user)}
+
+    def config(host: str, *more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "mcp", "config", "--host", host, *more], cwd=project,
+                              env=env, text=True, capture_output=True, timeout=120)
+
+    claude = config("claude-code")
+    assert claude.returncode == 0 and "# or: claude mcp add deskhand -- deskhand mcp" in claude.stdout
+    assert json.loads(claude.stdout.split(".mcp.json\n", 1)[1]) == {
+        "mcpServers": {"deskhand": {"command": "deskhand", "args": ["mcp"]}}}
+    assert "codex mcp add deskhand -- deskhand mcp" in config("codex").stdout
+    assert '"type": "local"' in config("opencode").stdout
+    assert not user.exists() and not any(project.iterdir())  # printing writes nothing
+
+    cursor = user / ".cursor" / "mcp.json"  # another server there stays, and the old file is kept
+    cursor.parent.mkdir(parents=True)
+    cursor.write_text(json.dumps({"mcpServers": {"other": {"command": "other"}}}))
+    wrote = config("cursor", "--write")
+    assert wrote.returncode == 0 and "the old one is" in wrote.stdout, wrote.stderr
+    assert json.loads(cursor.read_text())["mcpServers"] == {"other": {"command": "other"},
+                                                            "deskhand": {"command": "deskhand", "args": ["mcp"]}}
+    (backup,) = cursor.parent.glob("mcp.json.*.bak")
+    assert json.loads(backup.read_text()) == {"mcpServers": {"other": {"command": "other"}}}
+
+    codex = user / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('model = "o4"\n')
+    assert config("codex", "--write").returncode == 0
+    assert codex.read_text() == 'model = "o4"\n\n[mcp_servers.deskhand]\ncommand = "deskhand"\nargs = ["mcp"]\n'
+    again = config("codex", "--write")  # a second time: refused, the file and the backups as they were
+    assert again.returncode == 2 and "already has a [mcp_servers.deskhand] table" in again.stderr
+    assert codex.read_text().count("[mcp_servers.deskhand]") == 1 and len(list(codex.parent.glob("*.bak"))) == 1
+
+    opencode = project / "opencode.json"
+    opencode.write_text("{not json")
+    broken = config("opencode", "--write")
+    assert broken.returncode == 2 and "not valid JSON" in broken.stderr and opencode.read_text() == "{not json"
+    assert not list(project.glob("*.bak"))
+    assert config("claude-code", "--write").returncode == 0
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["deskhand"]["args"] == ["mcp"]

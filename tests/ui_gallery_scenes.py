@@ -38,6 +38,7 @@ def shoot(cam: Any, work: Path, target: Target) -> None:
     a_real_run(cam, app, target)
     phases(cam, app)
     other_states(cam, app)
+    other_agents(cam, app, paths)
     windows(cam, app, paths)
     app.shutdown()
     cam.pump(0.3)
@@ -205,6 +206,32 @@ def other_states(cam: Any, app: Application) -> None:
     app.quick._submit()
     cam.snap("quick-task-box-empty-enter", app.quick, settle=0.2)
     app.quick.hide()
+
+
+def other_agents(cam: Any, app: Application, paths: Paths) -> None:
+    """A host's first call (the question, without the keyboard), and Settings → Other agents with two answers."""
+    from app.domain.link.consent import ConsentStore
+    from app.ui.agents.consent_dialog import ConsentDialog
+
+    question = ConsentDialog("claude-code", "2.1.4", "run_task")
+    question.present()
+    cam.wait(question.isVisible, what="the consent question")
+    cam.snap("a-program-asks-to-use-deskhand", question)
+    question.withdraw()
+    store = ConsentStore(paths.config)
+    store.allow("claude-code", ("run_task", "status", "stop", "run"))
+    store.deny("some-unknown-agent")
+    app.open_settings()
+    dialog: Any = app.settings_dialog
+    tabs = dialog.findChild(QTabWidget)
+    tabs.setCurrentIndex(tabs.count() - 1)
+    page = tabs.currentWidget()
+    cam.wait(lambda: page.hosts() == ["claude-code", "some-unknown-agent"], what="the hosts")
+    page.table.setCurrentItem(page.table.topLevelItem(0))
+    cam.snap("settings-other-agents", dialog)
+    dialog.close()
+    for host in ("claude-code", "some-unknown-agent"):
+        store.withdraw(host)
 
 
 def windows(cam: Any, app: Application, paths: Paths) -> None:

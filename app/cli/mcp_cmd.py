@@ -13,9 +13,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("mcp", help="serve other agents (Claude Code, Codex, Cursor, …) over MCP",
                        description="Serve Deskhand's tools (run_task, screenshot, propose, status, stop, run) over "
                                    "the Model Context Protocol: on stdin/stdout for a host that starts it, or with "
-                                   "--http on 127.0.0.1 behind a bearer token. A host can do nothing before the "
-                                   "person allows it: `deskhand mcp allow HOST`.")
+                                   "--http on 127.0.0.1 behind a bearer token. Tasks run in the Deskhand app's "
+                                   "window (started if it is not running), where the person sees each step. A host "
+                                   "can do nothing before the person allows it: its first call asks them in "
+                                   "Deskhand's window (or `deskhand mcp allow HOST` beforehand).")
     p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
+    p.add_argument("--headless", action="store_true",
+                   help="for a machine where no one sits (a container): tasks run with no window and risky steps "
+                        "are refused; hosts are allowed only with `deskhand mcp allow`")
     p.add_argument("--port", type=int, default=8765, help="the HTTP port (default 8765; 0: any free one)")
     p.set_defaults(func=serve)
     inner = p.add_subparsers(dest="mcp_command", metavar="{allow,forget,hosts,token,config}")
@@ -23,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     a.add_argument("host", help="the host's name as it introduces itself, e.g. claude-code")
     a.add_argument("--tools", help="comma-separated tools (default: all)")
     a.set_defaults(func=allow)
-    f = inner.add_parser("forget", help="withdraw a host's permission")
+    f = inner.add_parser("forget", help="withdraw the answer for a host (its next call asks again)")
     f.add_argument("host")
     f.set_defaults(func=forget)
     inner.add_parser("hosts", help="list the hosts allowed and their tools").set_defaults(func=hosts)
@@ -59,10 +64,10 @@ def serve(args: argparse.Namespace) -> int:
     try:
         if args.http:
             _say(f"MCP {PROTOCOL_VERSION} over streamable HTTP")
-            anyio.run(serve_http, paths, args.port, _say)
+            anyio.run(serve_http, paths, args.port, _say, args.headless)
         else:
-            _say(f"MCP {PROTOCOL_VERSION} on stdio")
-            anyio.run(serve_stdio, paths)
+            _say(f"MCP {PROTOCOL_VERSION} on stdio" + (" (headless)" if args.headless else ""))
+            anyio.run(serve_stdio, paths, args.headless)
     except DeskhandError as exc:
         _say(str(exc))
         return 2
@@ -89,9 +94,9 @@ def forget(args: argparse.Namespace) -> int:
     from app.mcp_server.consent import ConsentStore
 
     if ConsentStore(_paths(args).config).withdraw(args.host):
-        print(f"“{args.host}” may no longer use Deskhand.")
+        print(f"The answer for “{args.host}” is withdrawn: its next call asks you again.")
         return 0
-    _say(f"“{args.host}” was not allowed.")
+    _say(f"There is no answer for “{args.host}” to withdraw (`deskhand mcp hosts` lists them).")
     return 1
 
 
@@ -100,7 +105,7 @@ def hosts(args: argparse.Namespace) -> int:
 
     grants = ConsentStore(_paths(args).config).hosts()
     for g in grants:
-        print(f"{g.host}: {', '.join(g.tools)}")
+        print(f"{g.host}: {'denied' if g.denied else ', '.join(g.tools)}")
     if not grants:
         print("No host is allowed.")
     return 0

@@ -1,5 +1,5 @@
 """What the tools do, Qt-free and blocking (the server calls these on worker threads): screenshots, one proposal,
-a headless run with per-step reports, the run records, the running app's stop."""
+a run (in the Deskhand app, or headless) with per-step reports, the run records, stop and status."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
+from app.domain.link import client
+from app.domain.link.protocol import event_message, progress_text
 from app.domain.paths import Paths
+from app.mcp_server.in_app import AppRun, ensure_app
 
 log = logging.getLogger("deskhand.mcp")
-HOST_CANCELLED = "cancelled by the host"
 
 
 def app_running(base_dir: str | None = None) -> bool:
@@ -107,10 +110,22 @@ def propose(task: str, paths: Paths, token: CancelToken) -> dict[str, Any]:
 
 @dataclass
 class Progress:
-    """What a run reports as it goes: one line per proposal and per step done."""
+    """What a run reports as it goes: one line per proposal, decision and step done."""
 
     step: int
     message: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run as the host gets it (a headless run's HeadlessResult has the same fields)."""
+
+    run_id: int
+    outcome: str
+    message: str
+    answer: str
+    steps: int
+    needs_person: bool = False
 
 
 @dataclass
@@ -121,16 +136,37 @@ class CurrentRun:
     run_id: int | None = None
     steps_done: int = 0
     last: str = ""
+    done: list[str] = field(default_factory=list)  # what each step did, in words
     result: Any = None
     error: BaseException | None = None
     finished: threading.Event = field(default_factory=threading.Event)
+    in_app: Any = None  # the AppRun when the task runs in the Deskhand app
+
+    def cancel(self, why: str) -> None:
+        """Stop it now: in the app (which releases what it holds and ends the run) or here."""
+        self.token.cancel(why)
+        if self.in_app is not None:
+            self.in_app.cancel()
+
+    def follow(self, msg: dict[str, Any], report: Callable[[Progress], None]) -> None:
+        """One of the run's events (app.domain.link.protocol.event_message): kept, and told to the host."""
+        if msg.get("run_id"):
+            self.run_id = msg["run_id"]
+        text = progress_text(msg)
+        if msg.get("event") == "executed":
+            self.steps_done = int(msg.get("step") or 0)
+            self.done.append(f"{msg.get('step')}. {msg.get('description', '')}")
+        if text:
+            self.last = text
+            report(Progress(int(msg.get("step") or self.steps_done), text))
 
 
 class Desk:
-    """One run at a time for this server; `stop()` ends it wherever it is (keys and buttons released)."""
+    """One run at a time for this server; `stop()` ends it wherever it is (keys and buttons released). Runs go to
+    the Deskhand app (started for them when none runs), or, with `headless`, run here with no window."""
 
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
+    def __init__(self, paths: Paths, headless: bool = False) -> None:
+        self.paths, self.headless = paths, headless
         self._lock = threading.Lock()
         self.current: CurrentRun | None = None
 
@@ -138,56 +174,92 @@ class Desk:
         with self._lock:
             return self.current if self.current is not None and not self.current.finished.is_set() else None
 
-    def start(self, task: str, max_steps: int | None, approve: str, report: Callable[[Progress], None]
-              ) -> CurrentRun:
-        """Checks, then the run on a thread of its own; raises DeskhandError when it cannot start."""
+    def claim(self, task: str) -> CurrentRun:
+        """The one run this server may have, taken now (it is started by start()); DeskhandError when taken."""
+        with self._lock:
+            if self.current is not None and not self.current.finished.is_set():
+                raise DeskhandError(f"Deskhand is already running a task for you (“{self.current.task}”, run "
+                                    f"{self.current.run_id or 'starting'}) and does one at a time.",
+                                    "Wait for its result, or call stop first.")
+            self.current = CurrentRun(task, CancelToken())
+            return self.current
+
+    def start(self, run: CurrentRun, max_steps: int | None, approve: str, report: Callable[[Progress], None],
+              host: str = "") -> None:
+        """Checks, then the run (and a thread that follows it); DeskhandError when it cannot start (the claim
+        is then given up). A cancel meanwhile (run.cancel) stops it as soon as it exists."""
+        try:
+            if self.headless:
+                self._start_headless(run, max_steps, approve, report)
+            else:
+                self._start_in_app(run, max_steps, approve, report, host)
+        except BaseException:
+            run.finished.set()
+            raise
+
+    def _start_in_app(self, run: CurrentRun, max_steps: int | None, approve: str,
+                      report: Callable[[Progress], None], host: str) -> None:
+        from app.setup.engines import engine_configured
+
+        if not engine_configured(load_settings(self.paths)):
+            make_engine(load_settings(self.paths))  # raises the error that says what to do
+        ensure_app(self.paths, run.token)
+        run.in_app = AppRun(host, run.task, max_steps, approve)
+        if run.token.cancelled:  # the host cancelled while the app started
+            run.in_app.cancel()
+        in_app = run.in_app
+
+        def follow() -> None:
+            try:
+                for msg in in_app.events():
+                    run.follow(msg, report)
+                    if msg.get("event") == "finished":
+                        outcome, message = str(msg.get("outcome", "")), str(msg.get("message", ""))
+                        if outcome == "step_limit":  # (the app's words are for the person: Settings)
+                            message += " Or call run_task with a higher max_steps."
+                        run.result = RunResult(int(msg.get("run_id") or 0), outcome, message,
+                                               str(msg.get("answer", "")), int(msg.get("steps") or 0))
+                        return
+                where = f"run {run.run_id}" if run.run_id else "the run"
+                run.error = DeskhandError(f"The Deskhand app closed before {where} ended.",
+                                          "Open Deskhand again; History shows how far the run got.")
+            finally:
+                in_app.close()
+                run.finished.set()
+
+        run.thread = threading.Thread(target=follow, name="deskhand-mcp-app-run", daemon=True)
+        run.thread.start()
+
+    def _start_headless(self, run: CurrentRun, max_steps: int | None, approve: str,
+                        report: Callable[[Progress], None]) -> None:
         from app.agent.headless import HeadlessConfig, run_headless
         from app.desktop.virtual_display import find_server
 
-        with self._lock:
-            if self.current is not None and not self.current.finished.is_set():
-                raise DeskhandError(f"Deskhand is already running a task (“{self.current.task}”, run "
-                                    f"{self.current.run_id or 'starting'}).",
-                                    "Wait for its result, or call stop first.")
-            if app_running():
-                raise DeskhandError(
-                    "The Deskhand app is open on this desktop; two agents on one desktop would fight over the "
-                    "mouse and keyboard, and handing a task to the open window is not built yet.",
-                    "Ask the person to quit the Deskhand window (tray → Quit), then call run_task again.")
-            if approve == "off":
-                raise DeskhandError(
-                    "auto_approve \"off\" needs the person to approve every step in Deskhand's window, and no "
-                    "Deskhand window runs for this server.", "Call run_task with auto_approve \"safe\".")
-            settings = load_settings(self.paths)
-            engine = make_engine(settings)
-            _check_display()
-            display = os.environ.get("DISPLAY", "")
-            run = CurrentRun(task, CancelToken())
-            self.current = run
+        if approve == "off":
+            raise DeskhandError(
+                "auto_approve \"off\" needs the person to approve every step in Deskhand's window, and this server "
+                "runs tasks with no window (deskhand mcp --headless).", "Call run_task with auto_approve \"safe\".")
+        settings = load_settings(self.paths)
+        engine = make_engine(settings)
+        _check_display()
+        display = os.environ.get("DISPLAY", "")
         cfg = HeadlessConfig(approve="safe", max_steps=max_steps or settings.step_limit,
                              step_limit_hint="Call run_task with a higher max_steps if the task needs more."
                              if max_steps else "",
                              person_may_be_present=not find_server(display).virtual, display=display)
+        secrets: set[str] = set()
 
         def observe(e: ev.Event) -> None:
             run.run_id = e.run_id
-            if isinstance(e, ev.StepProposed):
-                ask = f" — needs the person: {e.reason}" if e.needs_decision else ""
-                run.last = f"step {e.step}: proposes {e.description}{ask}"
-                report(Progress(e.step, run.last))
-            elif isinstance(e, ev.StepExecuted):
-                run.steps_done = e.step
-                run.last = f"step {e.step}: done: {e.description}"
-                report(Progress(e.step, run.last))
-            elif isinstance(e, ev.StepDecided) and e.decision in ("refused", "reject", "skip"):
-                run.last = f"step {e.step}: not done ({e.decision}): {e.feedback}"
-                report(Progress(e.step, run.last))
-            elif isinstance(e, ev.ProposalFailed):
-                report(Progress(e.step, f"step {e.step}: the model's answer was not usable: {e.message}"))
+            if isinstance(e, ev.SecretNoted):
+                secrets.update(e.texts)
+            msg = event_message(e)
+            if msg is not None and msg.get("event") != "finished":
+                run.follow(without_secrets(msg, secrets), report)
 
         def work() -> None:
             try:
-                run.result = run_headless(task, settings, engine, self.paths.ensure(), cfg, run.token,
+                run.result = run_headless(run.task, settings, engine, self.paths.ensure(), cfg, run.token,
                                           lambda text: log.info("%s", text), observe=observe)
             except BaseException as exc:  # reported to the host; the server keeps serving
                 log.exception("the run failed")
@@ -197,17 +269,25 @@ class Desk:
 
         run.thread = threading.Thread(target=work, name="deskhand-mcp-run", daemon=True)
         run.thread.start()
-        return run
 
-    def stop(self, why: str = "stopped by the host's stop tool") -> str:
+    def stop(self, host: str = "", why: str = "stopped by the host's stop tool") -> str:
         from app.domain.instance import send_message
 
         said = []
         run = self.busy()
         if run is not None:
-            run.token.cancel(why)
+            run.cancel(why)
             said.append(f"the run of “{run.task}” was told to stop")
-        if send_message({"cmd": "stop"}):
+        elif not self.headless:
+            try:
+                if client.ask("stop", host=host or "another program").get("stopped"):
+                    said.append("the Deskhand app was told to stop its task")
+            except client.NoApp:
+                pass
+            except DeskhandError:  # an app from before the link
+                if send_message({"cmd": "stop"}):
+                    said.append("the Deskhand app was told to stop its task")
+        elif send_message({"cmd": "stop"}):
             said.append("the Deskhand app was told to stop its task")
         return "; ".join(said) + "." if said else "Nothing was running."
 
@@ -219,9 +299,17 @@ class Desk:
             configured = bool(engine_configured(load_settings(self.paths)))
         except DeskhandError:
             configured = False
-        return {"running": run is not None, "run_id": run.run_id if run else None, "task": run.task if run else None,
-                "steps_done": run.steps_done if run else 0, "last": run.last if run else "",
-                "app_running": app_running(), "model_set_up": configured}
+        out = {"running": run is not None, "run_id": run.run_id if run else None, "task": run.task if run else None,
+               "steps_done": run.steps_done if run else 0, "last": run.last if run else "", "host": "",
+               "app_running": app_running(), "model_set_up": configured}
+        if out["app_running"] and not self.headless:
+            try:  # the app knows best: a run typed at the desk, or another host's
+                app = client.ask("status")
+                out.update({k: app[k] for k in ("running", "run_id", "task", "steps_done", "last", "host")
+                            if k in app})
+            except (client.NoApp, DeskhandError):
+                pass
+        return out
 
 
 def run_record(paths: Paths, run_id: int, screenshots: bool) -> tuple[str, list[bytes]]:

@@ -55,15 +55,12 @@ HOSTS = ("claude-code", "codex", "cursor", "opencode")
 
 
 def write_config(cfg: HostConfig) -> Path | None:
-    """Merges the snippet into the host's file; the file as it was is kept next to it first. The backup's path."""
-    backup: Path | None = None
+    """Merges the snippet into the host's file, the file as it was kept next to it first (nothing is written, and
+    no backup made, when the file cannot be merged). The backup's path, None when there was no file."""
     old = cfg.file.read_text(encoding="utf-8") if cfg.file.exists() else ""
-    if cfg.file.exists():
-        backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-        shutil.copy2(cfg.file, backup)
     if cfg.file.suffix == ".toml":
         if f"[mcp_servers.{SERVER}]" in old:
-            raise DeskhandError(f"{cfg.file} already has a [mcp_servers.{SERVER}] table.",
+            raise DeskhandError(f"{cfg.file} already has a [mcp_servers.{SERVER}] table, so Deskhand leaves it alone.",
                                 "Edit it by hand, or remove it and run this again.")
         new = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + cfg.text
     else:
@@ -72,10 +69,17 @@ def write_config(cfg: HostConfig) -> Path | None:
         except ValueError as exc:
             raise DeskhandError(f"{cfg.file} is not valid JSON ({exc}), so Deskhand leaves it alone.",
                                 "Fix it or add the snippet by hand.") from None
+        if not isinstance(data, dict):
+            raise DeskhandError(f"{cfg.file} does not hold a JSON object, so Deskhand leaves it alone.",
+                                "Fix it or add the snippet by hand.")
         snippet = json.loads(cfg.text)
         (key, entries), = snippet.items()
         data.setdefault(key, {}).update(entries)
         new = json.dumps(data, indent=2) + "\n"
+    backup: Path | None = None
+    if cfg.file.exists():
+        backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        shutil.copy2(cfg.file, backup)
     cfg.file.parent.mkdir(parents=True, exist_ok=True)
     cfg.file.write_text(new, encoding="utf-8")
     return backup

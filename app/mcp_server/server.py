@@ -1,6 +1,7 @@
 """The MCP server: the lowlevel SDK server with Deskhand's six tools, each call checked against the host's consent
-first. Errors the host can fix (bad arguments, an unknown tool, a run already going, no model set up, no consent)
-are JSON-RPC errors whose message says what to do; the server keeps serving after each.
+first. A host never answered is asked about in the Deskhand app's window (started for it when none runs): the call
+waits for the person's answer. Errors the host can fix (bad arguments, an unknown tool, a run already going, no
+model set up, no consent) are JSON-RPC errors whose message says what to do; the server keeps serving after each.
 
 Protocol: JSON-RPC 2.0 with the `initialize` handshake, up to revision 2025-11-25 (PROTOCOL_VERSION; the SDK
 also negotiates the older revisions a host may ask for)."""
@@ -28,9 +29,10 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 import app
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
+from app.domain.link.protocol import HOST_CANCELLED
 from app.domain.paths import Paths
 from app.domain.units import steps_text
-from app.mcp_server import desk, tools
+from app.mcp_server import desk, in_app, tools
 from app.mcp_server.consent import ConsentStore, not_allowed_message
 
 log = logging.getLogger("deskhand.mcp")
@@ -38,14 +40,25 @@ PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
 NOT_ALLOWED = -32003  # an application error code: the person has not allowed this host (or this tool)
 CANNOT = -32004  # the request is well formed but Deskhand cannot do it now (busy, no model, no display)
 INSTRUCTIONS = ("Deskhand operates this computer's desktop with a local vision-language model, one step at a "
-                "time, and asks the person at the desk before any risky step. Use run_task for a whole task; "
-                "the person must first allow this host (`deskhand mcp allow HOST`).")
+                "time, in its own window where the person at the desk sees each step and approves risky ones. "
+                "Use run_task for a whole task. The first call asks the person whether this program may use "
+                "Deskhand, and waits for their answer.")
+HEADLESS_INSTRUCTIONS = ("Deskhand operates this computer's desktop with a local vision-language model, one step "
+                         "at a time, with no window (risky steps are refused). Use run_task for a whole task; the "
+                         "person must first allow this host (`deskhand mcp allow HOST`).")
+STOP_WAIT_S = 120.0  # a cancelled run ends within a model token or an input event; this only bounds a stuck app
 
 
 def host_of(ctx: ServerRequestContext[Any, Any]) -> str:
     params = ctx.session.client_params
     info = params.client_info if params is not None else None
     return (info.name if info is not None and info.name else "") or "unnamed host"
+
+
+def host_version(ctx: ServerRequestContext[Any, Any]) -> str:
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return str(info.version or "") if info is not None else ""
 
 
 def _error(code: int, exc: DeskhandError | str) -> MCPError:
@@ -57,13 +70,13 @@ def _text(text: str, structured: dict[str, Any] | None = None) -> types.CallTool
 
 
 class DeskhandServer:
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
+    def __init__(self, paths: Paths, headless: bool = False) -> None:
+        self.paths, self.headless = paths, headless
         self.consent = ConsentStore(paths.config)
-        self.desk = desk.Desk(paths)
+        self.desk = desk.Desk(paths, headless)
         self.server: Server[Any] = Server("deskhand", version=app.__version__, title="Deskhand",
-                                          instructions=INSTRUCTIONS, on_list_tools=self.list_tools,
-                                          on_call_tool=self.call_tool)
+                                          instructions=HEADLESS_INSTRUCTIONS if headless else INSTRUCTIONS,
+                                          on_list_tools=self.list_tools, on_call_tool=self.call_tool)
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -82,13 +95,30 @@ class DeskhandServer:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         host = host_of(ctx)
         if not self.consent.allows(host, name):  # before anything, a screenshot least of all
-            log.info("refused %s from %r: not allowed", name, host)
-            raise _error(NOT_ALLOWED, not_allowed_message(host, name, self.consent.grant(host)))
+            why = ""
+            if self.consent.grant(host) is None and not self.headless:
+                why = await self.ask_person(ctx, host, name)
+            if not self.consent.allows(host, name):  # the store decides, never the answer's line
+                log.info("refused %s from %r: not allowed", name, host)
+                raise _error(NOT_ALLOWED, not_allowed_message(host, name, self.consent.grant(host), why))
         try:
             result: types.CallToolResult = await getattr(self, f"tool_{name}")(ctx, args)
             return result
         except DeskhandError as exc:
             raise _error(CANNOT, exc) from None
+
+    async def ask_person(self, ctx: ServerRequestContext[Any, Any], host: str, tool: str) -> str:
+        """The person is asked in the app's window (started if none runs); the call waits for the answer. What
+        became of the question, for the refusal ("" when they answered)."""
+        question = in_app.ConsentQuestion(self.paths, host, host_version(ctx), tool)
+        log.info("asking the person whether %r may use Deskhand", host)
+        try:
+            answer = await anyio.to_thread.run_sync(question.wait, abandon_on_cancel=True)
+        except DeskhandError as exc:
+            return f"Deskhand could not ask them in its window: {exc.what}"
+        finally:
+            question.close()  # (the host cancelled: the question leaves the screen)
+        return "They closed Deskhand's question without answering." if answer == "later" else ""
 
     async def tool_screenshot(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
         png, geometry = await anyio.to_thread.run_sync(desk.screenshot_png, args.get("monitor"))
@@ -109,12 +139,14 @@ class DeskhandServer:
         s = await anyio.to_thread.run_sync(self.desk.status)
         text = (f"Running run {s['run_id']}: “{s['task']}”, {steps_text(s['steps_done'])} done; {s['last']}"
                 if s["running"] else "No task is running.")
+        if s["running"] and s.get("host"):
+            text += f" (asked for by “{s['host']}”)"
         text += " The Deskhand app is open." if s["app_running"] else ""
         text += "" if s["model_set_up"] else " No model is set up yet."
         return _text(text, s)
 
     async def tool_stop(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
-        return _text(await anyio.to_thread.run_sync(self.desk.stop))
+        return _text(await anyio.to_thread.run_sync(self.desk.stop, host_of(ctx)))
 
     async def tool_run(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
         text, images = await anyio.to_thread.run_sync(desk.run_record, self.paths, args["run_id"],
@@ -133,8 +165,14 @@ class DeskhandServer:
             with contextlib.suppress(Exception):
                 anyio.from_thread.run_sync(send.send_nowait, p, token=loop)
 
-        run = await anyio.to_thread.run_sync(self.desk.start, args["task"], args.get("max_steps"),
-                                             args.get("auto_approve", "safe"), report)
+        run = self.desk.claim(args["task"])
+        try:  # (starting the app may take a while: a cancel meanwhile reaches the run as soon as it exists)
+            await anyio.to_thread.run_sync(self.desk.start, run, args.get("max_steps"),
+                                           args.get("auto_approve", "safe"), report, host_of(ctx),
+                                           abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            await self._stop_cancelled(run)
+            raise
         done = anyio.Event()
 
         async def watch() -> None:
@@ -151,29 +189,39 @@ class DeskhandServer:
                             await ctx.session.report_progress(p.step, None, p.message)
                 await done.wait()
         except anyio.get_cancelled_exc_class():
-            # the host cancelled: stop the run now and wait (shielded) until its keys and buttons are released
-            run.token.cancel(desk.HOST_CANCELLED)
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(run.finished.wait)
-            log.info("run %s stopped: %s", run.run_id, desk.HOST_CANCELLED)
+            await self._stop_cancelled(run)
             raise
         if run.error is not None:
+            if isinstance(run.error, DeskhandError):
+                raise _error(CANNOT, run.error)
             raise _error(types.INTERNAL_ERROR,
                          f"The run failed inside Deskhand: {type(run.error).__name__}: {run.error}")
         r = run.result
         out = {"outcome": r.outcome, "answer": r.answer, "message": r.message, "steps": r.steps, "run_id": r.run_id,
-               "needs_person": r.needs_person}
+               "needs_person": r.needs_person, "done": run.done}
         text = f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}"
         if r.answer:
             text += f"\nAnswer: {r.answer}"
+        if run.done:
+            text += "\nSteps done:\n" + "\n".join(run.done)
         return _text(text, out)
 
+    @staticmethod
+    async def _stop_cancelled(run: desk.CurrentRun) -> None:
+        """The host cancelled: stop the run now and wait (shielded) until it has ended, its keys and buttons
+        released. The SDK answers a cancelled request with nothing; the run's record says "cancelled by the
+        host"."""
+        run.cancel(HOST_CANCELLED)
+        with anyio.CancelScope(shield=True):
+            ended = await anyio.to_thread.run_sync(run.finished.wait, STOP_WAIT_S)
+        log.info("run %s %s: %s", run.run_id, "stopped" if ended else "did not end in time", HOST_CANCELLED)
 
-async def serve_stdio(paths: Paths) -> None:
+
+async def serve_stdio(paths: Paths, headless: bool = False) -> None:
     """One host on stdin/stdout (one JSON message a line); stderr carries the log."""
     from mcp.server.stdio import stdio_server
 
-    ds = DeskhandServer(paths)
+    ds = DeskhandServer(paths, headless)
     async with stdio_server() as (read, write), anyio.create_task_group() as tg:
         checked_send, checked = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         tg.start_soon(answer_unreadable, read, checked_send, write)

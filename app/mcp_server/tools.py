@@ -6,9 +6,12 @@ from typing import Any
 
 import mcp_types as types
 
+from app.domain.link.consent import TOOL_NAMES
+from app.domain.link.protocol import APPROVE_CHOICES
+
 RUN_TASK, SCREENSHOT, PROPOSE, STATUS, STOP, RUN = "run_task", "screenshot", "propose", "status", "stop", "run"
-NAMES = (RUN_TASK, SCREENSHOT, PROPOSE, STATUS, STOP, RUN)
-APPROVE_CHOICES = ("off", "safe")  # "all" is never offered to a host: risky steps always need the person
+NAMES = TOOL_NAMES  # the names the person allows or not (the consent store's)
+assert NAMES == (RUN_TASK, SCREENSHOT, PROPOSE, STATUS, STOP, RUN)
 MAX_STEPS = 200
 
 
@@ -21,11 +24,14 @@ TOOLS: tuple[types.Tool, ...] = (
         name=RUN_TASK, title="Run a desktop task",
         description=(
             "Have Deskhand carry out a task on this computer's desktop (click, type, scroll) with its local "
-            "vision-language model, one step at a time, and wait for the end. Progress notifications report each "
-            "step (what the model proposes, what was done). Returns the outcome (answered, stopped, failed, "
-            "step_limit, interrupted), the model's answer, the number of steps and the run id (see the `run` "
-            "tool). Cancelling the request stops the run at once. One run at a time. Steps the safety policy "
-            "considers risky are never done without the person at the desk."),
+            "vision-language model, one step at a time, and wait for the end. The task runs in the Deskhand app's "
+            "window (started if it is not running), where the person at the desk sees each step and is asked as "
+            "always: steps the safety policy finds risky always need their click. Progress notifications report "
+            "each step (what the model proposes, what was decided, what was done). Returns the outcome (answered, "
+            "stopped, failed, step_limit, interrupted), the model's answer, the steps done and the run id (see the "
+            "`run` tool). Cancelling the request stops the run at once. One task at a time: while Deskhand is busy "
+            "(a task of yours, of another program or of the person), run_task is refused with an error; `status` "
+            "tells when it is free."),
         input_schema=_schema({
             "task": {"type": "string", "minLength": 1, "description": "What to do, in plain language, e.g. "
                      "\"Open the display settings and turn on night light\"."},
@@ -33,7 +39,7 @@ TOOLS: tuple[types.Tool, ...] = (
                           "description": "Stop after this many steps (default: Deskhand's setting, 40)."},
             "auto_approve": {"type": "string", "enum": list(APPROVE_CHOICES), "default": "safe",
                              "description": "safe: steps the policy finds harmless run without asking, risky "
-                                            "ones need the person; off: every step needs the person."},
+                                            "ones need the person's click; off: the person approves every step."},
         }, ("task",))),
     types.Tool(
         name=SCREENSHOT, title="Screenshot",
@@ -47,8 +53,8 @@ TOOLS: tuple[types.Tool, ...] = (
         input_schema=_schema({"task": {"type": "string", "minLength": 1, "description": "The task."}}, ("task",))),
     types.Tool(
         name=STATUS, title="Status",
-        description="Whether Deskhand is running a task for this server (its run id, task and steps so far), "
-                    "whether the Deskhand app is open, and whether a model is set up.",
+        description="Whether Deskhand is running a task (its run id, task, steps so far, and which program asked "
+                    "for it), whether the Deskhand app is open, and whether a model is set up.",
         input_schema=_schema({})),
     types.Tool(
         name=STOP, title="Stop",

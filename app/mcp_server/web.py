@@ -72,13 +72,13 @@ def loopback_socket(port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(paths: Paths, port: int, say: Callable[[str], None]) -> None:
+async def serve_http(paths: Paths, port: int, say: Callable[[str], None], headless: bool = False) -> None:
     import uvicorn
 
     from app.mcp_server.server import DeskhandServer
 
     token, new = http_token()
-    ds = DeskhandServer(paths)
+    ds = DeskhandServer(paths, headless)
     app = BearerOnly(ds.server.streamable_http_app(streamable_http_path=PATH, host=LOOPBACK), token)
     sock = loopback_socket(port)
     bound = sock.getsockname()[1]

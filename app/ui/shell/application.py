@@ -12,10 +12,12 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from app.agent.worker import EngineFactory
 from app.domain import events as ev
+from app.domain.link.consent import ConsentStore
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, changed_in_dialog, save_settings
 from app.setup.engines import engine_configured, engine_from_settings
 from app.ui import shortcuts
+from app.ui.agents.hosts_page import HostsPage
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.approval.marker import TargetOverlay
 from app.ui.background import Background
@@ -281,6 +283,7 @@ class Application(QObject):
         dialog.setup_requested.connect(self._setup_from_settings)
         dialog.token_changed.connect(self._save_token)
         dialog.api_key_changed.connect(self._save_api_key)
+        dialog.tabs.addTab(HostsPage(ConsentStore(self.paths.config), self.background.run), "Other agents")
         self.settings_dialog = dialog
         dialog.show()
 

@@ -112,6 +112,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     from app.domain.settings import load_settings
     from app.ui.icons import app_icon
     from app.ui.messages import CrashReporter
+    from app.ui.shell.agent_link import AgentLink
     from app.ui.shell.application import Application
     from app.ui.shell.single_instance import InstanceServer, send_to_running, server_name
 
@@ -136,6 +137,8 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     notices = tuple(n for n in (warning, DRY_RUN_NOTICE if args.dry_run else "") if n)
     app = Application(paths, loaded, dry_run=args.dry_run, notices=notices)  # type: ignore[arg-type]
     keep_held = listen_to_later_launches(server, app)
+    link = AgentLink(server, app)  # `deskhand mcp`: hosts' questions and tasks, in this window
+    app.quit_done.connect(link.close)
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
@@ -149,5 +152,5 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
         server.close()
         reporter.uninstall()
         signal.set_wakeup_fd(-1)
-        del keep, keep_held
+        del keep, keep_held, link
     return rc

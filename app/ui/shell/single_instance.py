@@ -1,6 +1,7 @@
 """One Deskhand per user: the first instance listens on a per-user local socket; a later launch hands its task
 (or just "show yourself") to it and exits; `deskhand stop` asks it to stop its run. JSON lines: {"cmd": "show"},
-{"cmd": "task", "task": "…"} or {"cmd": "stop"} (app.domain.instance).
+{"cmd": "task", "task": "…"} or {"cmd": "stop"} (app.domain.instance). A request that carries a version ("v":
+the link, app.domain.link.protocol) keeps its connection: it goes to `linked` with the socket, unanswered here.
 
 The socket lives in a folder only this user can enter ($XDG_RUNTIME_DIR, else a 0700 folder of our own), and
 both ends check the other's uid where the platform tells it: another local user can neither receive a task
@@ -54,6 +55,7 @@ def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) 
 
 class InstanceServer(QObject):
     received = Signal(dict)
+    linked = Signal(object, dict, bytes)  # a link request: the socket (now the receiver's), the request, what followed
 
     def __init__(self, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -90,11 +92,15 @@ class InstanceServer(QObject):
                 buf.extend(bytes(s.readAll().data()))
                 if b"\n" not in buf:
                     return
-                line = bytes(buf).split(b"\n", 1)[0]
+                line, rest = bytes(buf).split(b"\n", 1)
                 try:
                     msg = json.loads(line)
                 except ValueError:
                     msg = None
+                if isinstance(msg, dict) and "v" in msg:  # the link: the connection stays open for its answers
+                    s.readyRead.disconnect()
+                    self.linked.emit(s, msg, rest)
+                    return
                 s.write(b"ok\n" if isinstance(msg, dict) else b"error\n")
                 s.flush()
                 s.disconnectFromServer()
