@@ -73,6 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--compare", type=_compare, metavar="SETTING=A,B", help="two settings side by side on the "
                    "same items: tile-budget=12,7 or thinking=on,off")
     g.set_defaults(func=run)
+    from app.cli.eval_replay_cmd import register as register_replay
+
+    register_replay(kinds)
 
 
 def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
