@@ -55,6 +55,7 @@ SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "setup.convert": {"setup.doctor"},
     "setup.doctor": {"setup.convert"},
     "eval.replay": {"eval.trial"},
+    "eval.trial": {"eval.replay"},
     "ui.": {"ui.bridge", "ui.shell", *UI_WINDOWS},
     "ui.bridge": {"ui.shell", *UI_WINDOWS},
     **{w: {"ui.shell"} for w in UI_WINDOWS},

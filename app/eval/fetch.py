@@ -9,14 +9,70 @@ every file that arrived, and the next run fetches only the rest. Without a netwo
 from __future__ import annotations
 
 import fnmatch
+import inspect
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from app.domain.errors import DeskhandError
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
 from app.eval.suites import Suite
 from app.setup.hub import hub_cache, hub_endpoint, hub_error
 
 Say = Callable[[str], None]
+Bytes = Callable[[str, int, "int | None"], None]  # (file name, bytes so far, its size)
+CHUNK = 256 * 1024
+
+
+class _Bar:
+    """What huggingface_hub reports a transfer to (its `tqdm_class`): the bytes so far, and Stop checked between
+    chunks (the partial file stays in the cache, and the next run resumes it)."""
+
+    def __init__(self, name: str, token: CancelToken | None, progress: Bytes | None) -> None:
+        self.name, self.token, self.progress = name, token, progress
+        self.n, self.total, self.last = 0, None, 0.0
+
+    def __call__(self, *args: Any, **kw: Any) -> _Bar:  # huggingface_hub instantiates the class it is given
+        self.n, self.total = int(kw.get("initial") or 0), kw.get("total")
+        return self
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: float = 1) -> None:
+        if self.token is not None:
+            self.token.check()
+        self.n += int(n)
+        now = time.monotonic()
+        if self.progress is not None and now - self.last >= 0.2:
+            self.last = now
+            self.progress(self.name, self.n, self.total)
+
+    def close(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:  # the rest of tqdm's surface (set_description, refresh, …): nothing
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *a, **k: None
+
+
+def _bar_argument(name: str, token: CancelToken | None, progress: Bytes | None) -> dict[str, Any]:
+    """`tqdm_class` for hf_hub_download where this huggingface_hub takes one (Stop and progress need it)."""
+    from huggingface_hub import hf_hub_download
+
+    if (token is None and progress is None) or "tqdm_class" not in inspect.signature(hf_hub_download).parameters:
+        return {}
+    from huggingface_hub import constants
+
+    # Stop and the progress are seen between the chunks the transfer reads: keep them small (10 MB by default,
+    # seconds on a slow line), as app.setup.download does for models
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
+    return {"tqdm_class": _Bar(name, token, progress)}
 
 
 def licence_notice(s: Suite, copy: bool = False) -> str:
@@ -41,8 +97,10 @@ def cached_snapshot(repo: str, revision: str) -> Path | None:
     return snap if snap.is_dir() else None
 
 
-def fetch(s: Suite, revision: str | None, say: Say) -> Path:
-    """The folder holding the suite in its published layout (a snapshot in the hub cache)."""
+def fetch(s: Suite, revision: str | None, say: Say, token: CancelToken | None = None,
+          progress: Bytes | None = None) -> Path:
+    """The folder holding the suite in its published layout (a snapshot in the hub cache). `token`: Stop between
+    chunks (Cancelled; what arrived stays in the cache); `progress`: each file's bytes as they arrive."""
     if s.repo is None:
         raise DeskhandError(f"{s.title} is not published on the Hugging Face hub, so Deskhand cannot download it.",
                             f"Get it from {s.home} (git clone) and give the folder with --data.")
@@ -68,9 +126,13 @@ def fetch(s: Suite, revision: str | None, say: Say) -> Path:
                             "with an older commit, or download it yourself and give --data.")
     say(f"{s.title}: {len(names)} file(s) from {s.repo} at {commit[:12]}.")
     for i, name in enumerate(names, 1):
+        if token is not None:
+            token.check()
         try:
             hf_hub_download(s.repo, name, repo_type="dataset", revision=commit, cache_dir=hub_cache(),
-                            endpoint=hub_endpoint())
+                            endpoint=hub_endpoint(), **_bar_argument(name, token, progress))
+        except Cancelled:
+            raise
         except Exception as exc:
             raise _error(exc, s, rev, name) from None
         if len(names) > 1 and (i == len(names) or i % 50 == 0):
