@@ -133,7 +133,7 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         assert f"Stopped after {n} of 12 screenshots" in outcome and "partial result is kept" in outcome
         assert len(hub.blob_requests(published["screenspot_web_v2.json"])) == 1  # not downloaded twice
         qtbot.waitUntil(lambda: len(_rows(w)) == 2, timeout=10000)
-        assert f"stopped after {n} of 12" in _rows(w)[0][4] and "(3/4)" in _rows(w)[1][4]
+        assert _rows(w)[0][5] == f"{n} of 12 (stopped)" and "(3/4)" in _rows(w)[1][4] and _rows(w)[1][5] == "4"
 
         # again, from the cache now (no licence, nothing downloaded): to the end
         assert w.start_button.text() == "Start the test" and not w.licence.isVisible()
@@ -145,7 +145,7 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         assert len(hub.seen) == before
         qtbot.waitUntil(lambda: len(_rows(w)) == 3, timeout=10000)
         rows = _rows(w)
-        assert "(9/12)" in rows[0][4] and "stopped" in rows[1][4] and "(3/4)" in rows[2][4]
+        assert "(9/12)" in rows[0][4] and "stopped" in rows[1][5] and "(3/4)" in rows[2][4]
         assert rows[0][1] == "ScreenSpot-v2" and "tile budget" in rows[0][3]
 
         # a damaged annotation file in the cache: said, nothing written, the list as it was
@@ -155,6 +155,7 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         qtbot.mouseClick(w.start_button, LEFT)
         _idle(qtbot, w)
         assert "✗ " in w.status.text() and "screenspot_web_v2.json cannot be read as JSON" in w.status.text()
+        assert "→ Delete the folder" in w.status.text() and "datasets--OS-Copilot--ScreenSpot-v2" in w.status.text()
         assert sorted(evals.iterdir()) == folders and len(_rows(w)) == 3
         assert {p.name: p.read_bytes() for p in (evals / "screenspot-v2-20260101-000000").iterdir()} == earlier
         w.close()

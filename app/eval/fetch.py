@@ -1,9 +1,10 @@
 """A suite's files from its own Hugging Face dataset repository into the standard hub cache, licence first.
 
 huggingface_hub does the transfer (its progress bars, its retries that resume a broken transfer with a Range
-request, its cache layout), so a copy other tools downloaded is found and nothing is fetched twice. Deskhand lists
-the revision's files, takes the ones the suite's loader reads, and downloads them one by one: a run that stops keeps
-every file that arrived, and the next run fetches only the rest. Without a network it uses what the cache holds.
+request while the run lasts, its cache layout), so a copy other tools downloaded is found and nothing is fetched
+twice. Deskhand lists the revision's files, takes the ones the suite's loader reads, and downloads them one by one:
+a run that stops keeps every file that arrived whole, and the next run fetches only the rest (a file cut off is
+fetched again: this huggingface_hub keeps no partial file). Without a network it uses what the cache holds.
 """
 
 from __future__ import annotations
@@ -154,5 +155,5 @@ def _error(exc: BaseException, s: Suite, rev: str, what: str) -> DeskhandError:
     err = hub_error(exc, what, s.repo or "", have_token=False)
     if isinstance(err, Interrupted):
         return DeskhandError(err.what, "Check the network connection and run the command again: the files already "
-                             "in the cache are kept, and a partial one resumes where it stopped.")
+                             "in the cache are kept, and only the others are downloaded.")
     return err

@@ -39,7 +39,7 @@ class Kept:
 def _setting(settings: dict[str, Any], name: str) -> str:
     parts = [name] if name else []
     if settings.get("engine") == "remote":
-        parts.append(f"server {settings.get('url', '')}")
+        parts.append("model server")
     if settings.get("tile_budget"):
         parts.append(f"tile budget {settings['tile_budget']}")
     if settings.get("thinking") not in (None, "profile"):

@@ -22,6 +22,7 @@ from app.domain.errors import DeskhandError
 from app.domain.settings import Settings
 from app.eval.fetch import Bytes, cached_snapshot, fetch, licence_notice
 from app.eval.grounding import Variant, check_items, evaluate, prepare_out, select
+from app.eval.items import DatasetError
 from app.eval.runner import ItemResult
 from app.eval.suites import Suite, suite
 
@@ -115,13 +116,18 @@ def run_sample(settings: Settings, name: str, evals: Path, token: CancelToken, l
     variant = _variant(settings)
     listen.phase("dataset")
     root, source = _suite_folder(s, token, listen, download)
-    all_items = s.load(root)
-    if not all_items:
-        raise DeskhandError(f"{root} holds no {s.title} items.", "Delete that folder and download it again.")
-    items = select(all_items, SAMPLE_ITEMS, SAMPLE_SEED)
-    listen.phase("checking")
-    listen.say(f"{s.title}: {len(items)} of {len(all_items)} items; checking their images")
-    check_items(items, listen.say)
+    again = (f"Delete the folder {root.parent.parent} and start the test again: the benchmark is downloaded anew "
+             "(after its licence is shown).")
+    try:
+        all_items = s.load(root)
+        if not all_items:
+            raise DatasetError(f"{root} holds no {s.title} items.", again)
+        items = select(all_items, SAMPLE_ITEMS, SAMPLE_SEED)
+        listen.phase("checking")
+        listen.say(f"{s.title}: {len(items)} of {len(all_items)} items; checking their images")
+        check_items(items, listen.say)
+    except DatasetError as exc:  # the command line's advice (--data) means nothing in the window
+        raise DatasetError(exc.what, again) from None
     token.check()
     out = prepare_out(_folder(evals, name))
     listen.say(f"results: {out}")

@@ -58,7 +58,7 @@ INTRO = (f"Deskhand shows the model {SAMPLE_ITEMS} screenshots from a public ben
          "on this computer. Your own screen is not used.")
 PHASES = {"dataset": "Looking for the benchmark…", "checking": "Checking the benchmark's screenshots…",
           "loading": "Loading the model and asking the first screenshot…"}
-COLUMNS = ["When", "Benchmark", "Model", "Settings", "Found [95% interval]", "Seconds a step"]
+COLUMNS = ["When", "Benchmark", "Model", "Settings", "Found [95% interval]", "Screenshots", "s a step"]
 
 
 def _label(text: str = "", style: str = "") -> QLabel:
@@ -77,6 +77,10 @@ def model_words(s: Settings) -> str:
     return f"The model {name}, tile budget {s.tile_budget}, on this computer."
 
 
+def _seconds(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
 def result_words(summary: dict[str, Any]) -> str:
     v = next(iter(summary["variants"].values()))
     o, n = v["overall"], v["items"]
@@ -84,7 +88,7 @@ def result_words(summary: dict[str, Any]) -> str:
         return "Stopped before the first screenshot: nothing was measured."
     found = (f"Found the thing on <b>{o['hits']} of {o['n']}</b> screenshots: <b>{100 * o['accuracy']:.0f}%</b> "
              f"(95% interval {100 * o['ci95'][0]:.0f}–{100 * o['ci95'][1]:.0f}%); "
-             f"<b>{v['seconds_per_item']['median']:.1f} s</b> a step (median).")
+             f"<b>{_seconds(v['seconds_per_item']['median'])} s</b> a step (median).")
     if not summary["complete"]:
         found = f"Stopped after {n} of {summary['items']} screenshots. {found} The partial result is kept."
     if o["hits"] == 0:
@@ -144,6 +148,7 @@ class ModelTestWindow(QDialog):
         self.outcome = _label()
         self.outcome.setTextFormat(Qt.TextFormat.RichText)
         root.addWidget(self.outcome)
+        root.addSpacing(6)
         root.addWidget(_label("<b>Earlier results</b> (kept in Deskhand's data folder), newest first:"))
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -153,7 +158,7 @@ class ModelTestWindow(QDialog):
         header = self.table.horizontalHeader()
         for col in range(len(COLUMNS)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         root.addWidget(self.table, 1)
         self.problems = _label("", NOTE)
         self.problems.hide()
@@ -166,7 +171,7 @@ class ModelTestWindow(QDialog):
         bottom.addStretch(1)
         bottom.addWidget(close)
         root.addLayout(bottom)
-        self.resize(820, 620)
+        self.resize(900, 620)
         self._suite_changed()
         self.refresh()
 
@@ -205,12 +210,12 @@ class ModelTestWindow(QDialog):
         kept, problems = found
         self.table.setRowCount(len(kept))
         for i, k in enumerate(kept):
-            found_words = k.accuracy_words() + ("" if k.complete else f" — stopped after {k.n} of {k.items}")
-            cells = [k.when, k.suite, k.model, k.setting, found_words, f"{k.seconds:.1f}"]
+            count = str(k.n) if k.complete else f"{k.n} of {k.items} (stopped)"
+            cells = [k.when, k.suite, k.model, k.setting, k.accuracy_words(), count, f"{k.seconds:.2f}"]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(str(k.folder))
-                if col == 5:
+                if col >= 5:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, col, item)
         if not kept:
