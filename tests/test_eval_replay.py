@@ -216,23 +216,23 @@ def test_runs_from_two_screen_sizes_a_typed_secret_and_a_missing_screenshot(tmp_
     small = _record(home, "small screen", [{}, {"call": {"tool_name": "write", "content": "[redacted]",
                                                            "clear": False, "press_enter": False}}])
     large = _record(home, "large screen", [{}, {}, {}], size=(1280, 800))
-    (default_paths(home).runs / str(large) / "step-003-1.png").unlink()
+    (default_paths(home).runs / str(large) / "step-002-1.png").unlink()  # step 3's prompt shows it too
     with FakeVLLM() as srv:
         srv.replies.extend(_answer(c) for c in [click(101, 100, "OK"),
                                                 {"tool_name": "write", "content": "guess", "clear": False,
                                                  "press_enter": False},
-                                                click(111, 100, "OK"), click(102, 100, "OK")])
+                                                click(111, 100, "OK")])
         rc = _replay("--engine", srv.url, "--out", str(tmp_path / "out"), "--json")
-        assert len(srv.chats) == 4
+        assert len(srv.chats) == 3
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     s = json.loads(captured.out)
     assert s["overall"]["screens"] == ["1280×800", "640×400"] and s["overall"]["redacted"] == 1
-    assert s["not_scored"] == {"its screenshot was not kept": 1}
+    assert s["not_scored"] == {"its screenshot was not kept": 1, "a screenshot its prompt showed was not kept": 1}
     notes = " ".join(s["notes"])
     assert "screens of 2 sizes" in notes and "never by the text" in notes and "1 its screenshot was not kept" in notes
     rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
-    assert [r["run"] for r in rows] == [small, small, large, large]
+    assert [r["run"] for r in rows] == [small, small, large]
     assert rows[2]["distance_px"] == pytest.approx(10 / 1000 * 1280, abs=0.1)  # the large screen's own pixels
     assert rows[2]["distance_frac"] == pytest.approx(12.8 / (1280 ** 2 + 800 ** 2) ** 0.5, abs=1e-4)
     assert rows[1]["same_action"] and rows[1]["redacted"]
