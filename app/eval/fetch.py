@@ -1,79 +1,42 @@
 """A suite's files from its own Hugging Face dataset repository into the standard hub cache, licence first.
 
-huggingface_hub does the transfer (its progress bars, its retries that resume a broken transfer with a Range
-request while the run lasts, its cache layout), so a copy other tools downloaded is found and nothing is fetched
-twice. Deskhand lists the revision's files, takes the ones the suite's loader reads, and downloads them one by one:
-a run that stops keeps every file that arrived whole, and the next run fetches only the rest (a file cut off is
-fetched again: this huggingface_hub keeps no partial file). Without a network it uses what the cache holds.
+Each file goes through Deskhand's downloader (app.setup.download, on huggingface_hub), the one that fetches the
+models: the standard cache layout (a copy other tools downloaded is found, nothing is fetched twice), the part of a
+file that arrived kept across a Stop, a broken connection, a crash or a restart (`blobs/<sha256>.incomplete`) and
+resumed with a Range request from the byte it stopped at, progress, and the SHA-256 the hub publishes for a Git LFS
+file checked before the file counts as downloaded. Deskhand lists the revision's files, takes the ones the suite's
+loader reads and downloads those not in the snapshot yet, one by one; once all are in, the revision's ref is written,
+which is what marks the copy complete. Without a network it uses a complete copy the cache holds.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import inspect
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.eval.suites import Suite
-from app.setup.hub import hub_cache, hub_endpoint, hub_error
+from app.setup.catalog import CatalogFile
+from app.setup.download import Downloader, Interrupted, Paused, ProgressFn
+from app.setup.hub import hub_cache, hub_error, storage_folder
+from app.setup.transfer import DownloadControl
 
-Say = Callable[[str], None]
-Bytes = Callable[[str, int, "int | None"], None]  # (file name, bytes so far, its size)
-CHUNK = 256 * 1024
-
-
-class _Bar:
-    """What huggingface_hub reports a transfer to (its `tqdm_class`): the bytes so far, and Stop checked between
-    chunks (the partial file stays in the cache, and the next run resumes it)."""
-
-    def __init__(self, name: str, token: CancelToken | None, progress: Bytes | None) -> None:
-        self.name, self.token, self.progress = name, token, progress
-        self.n, self.total, self.last = 0, None, 0.0
-
-    def __call__(self, *args: Any, **kw: Any) -> _Bar:  # huggingface_hub instantiates the class it is given
-        self.n, self.total = int(kw.get("initial") or 0), kw.get("total")
-        return self
-
-    def __enter__(self) -> _Bar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, n: float = 1) -> None:
-        if self.token is not None:
-            self.token.check()
-        self.n += int(n)
-        now = time.monotonic()
-        if self.progress is not None and now - self.last >= 0.2:
-            self.last = now
-            self.progress(self.name, self.n, self.total)
-
-    def close(self) -> None:
-        return None
-
-    def __getattr__(self, name: str) -> Any:  # the rest of tqdm's surface (set_description, refresh, …): nothing
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return lambda *a, **k: None
+__all__ = ["cached_snapshot", "fetch", "licence_notice"]
 
 
-def _bar_argument(name: str, token: CancelToken | None, progress: Bytes | None) -> dict[str, Any]:
-    """`tqdm_class` for hf_hub_download where this huggingface_hub takes one (Stop and progress need it)."""
-    from huggingface_hub import hf_hub_download
+class _Stop(DownloadControl):
+    """Stop (the token) as a pause of the transfer: what arrived of the file is kept and the next run resumes it."""
 
-    if (token is None and progress is None) or "tqdm_class" not in inspect.signature(hf_hub_download).parameters:
-        return {}
-    from huggingface_hub import constants
+    def __init__(self, token: CancelToken | None) -> None:
+        super().__init__()
+        self.token = token
 
-    # Stop and the progress are seen between the chunks the transfer reads: keep them small (10 MB by default,
-    # seconds on a slow line), as app.setup.download does for models
-    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, CHUNK)
-    return {"tqdm_class": _Bar(name, token, progress)}
+    def check(self) -> None:
+        super().check()
+        if self.token is not None and self.token.cancelled:
+            raise Paused(self.token.reason or "stopped")
 
 
 def licence_notice(s: Suite, copy: bool = False) -> str:
@@ -83,35 +46,36 @@ def licence_notice(s: Suite, copy: bool = False) -> str:
     return f"{s.title}: licence {s.license}. Source: {s.page}. {where}; Deskhand redistributes nothing."
 
 
-def _cache_folder(repo: str) -> Path:
-    return hub_cache() / ("datasets--" + repo.replace("/", "--"))
+def _folder(repo: str, cache: Path | None = None) -> Path:
+    return storage_folder(cache or hub_cache(), repo, "dataset")
 
 
 def cached_snapshot(repo: str, revision: str) -> Path | None:
-    """The cached snapshot of `revision` (a commit, or a branch the cache has a ref for), if there is one."""
-    folder = _cache_folder(repo)
-    commit = revision
+    """The complete cached snapshot of `revision` (a commit, or a branch), if there is one: the revision's ref is
+    written once every file is in (a download stopped part-way leaves none)."""
+    folder = _folder(repo)
     ref = folder / "refs" / revision
-    if ref.is_file():
-        commit = ref.read_text(encoding="utf-8").strip()
-    snap = folder / "snapshots" / commit
+    if not ref.is_file():
+        return None
+    snap = folder / "snapshots" / ref.read_text(encoding="utf-8").strip()
     return snap if snap.is_dir() else None
 
 
-def fetch(s: Suite, revision: str | None, say: Say, token: CancelToken | None = None,
-          progress: Bytes | None = None) -> Path:
+def fetch(s: Suite, revision: str | None, say: Callable[[str], None], token: CancelToken | None = None,
+          progress: ProgressFn | None = None) -> Path:
     """The folder holding the suite in its published layout (a snapshot in the hub cache). `token`: Stop between
-    chunks (Cancelled; what arrived stays in the cache); `progress`: each file's bytes as they arrive."""
+    chunks (Paused, a Cancelled: the part that arrived stays, and the next run resumes it); `progress`: each file's
+    transfer as it goes."""
     if s.repo is None:
         raise DeskhandError(f"{s.title} is not published on the Hugging Face hub, so Deskhand cannot download it.",
                             f"Get it from {s.home} (git clone) and give the folder with --data.")
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi
 
     say(licence_notice(s))
     rev = revision or s.revision or "main"
-    api = HfApi(endpoint=hub_endpoint())
+    downloader = Downloader()  # the endpoint and the cache as huggingface_hub reads them (HF_ENDPOINT, HF_HUB_CACHE)
     try:
-        info = api.dataset_info(s.repo, revision=rev)
+        info = HfApi(endpoint=downloader.endpoint).dataset_info(s.repo, revision=rev, token=downloader.token)
     except Exception as exc:  # no network, the hub refusing: fall back to the cache, or say what happened
         cached = cached_snapshot(s.repo, rev)
         if cached is not None:
@@ -125,23 +89,26 @@ def fetch(s: Suite, revision: str | None, say: Say, token: CancelToken | None = 
         raise DeskhandError(f"{s.repo} at {commit[:12]} holds none of the files {s.title} is read from "
                             f"({', '.join(s.patterns)}).", "The dataset's layout may have changed; try --revision "
                             "with an older commit, or download it yourself and give --data.")
-    say(f"{s.title}: {len(names)} file(s) from {s.repo} at {commit[:12]}.")
-    for i, name in enumerate(names, 1):
-        if token is not None:
-            token.check()
-        try:
-            hf_hub_download(s.repo, name, repo_type="dataset", revision=commit, cache_dir=hub_cache(),
-                            endpoint=hub_endpoint(), **_bar_argument(name, token, progress))
+    folder = _folder(s.repo, downloader.cache)
+    snapshot = folder / "snapshots" / commit
+    missing = [n for n in names if not (snapshot / n).is_file()]  # a snapshot entry is only made for a whole file
+    say(f"{s.title}: {len(names)} file(s) from {s.repo} at {commit[:12]}"
+        + (f", {len(missing)} to download." if missing else ", all in the cache."))
+    control = _Stop(token)
+    for i, name in enumerate(missing, 1):
+        control.check()
+        spec = CatalogFile(name, s.repo, commit, None, None, repo_type="dataset")
+        try:  # no checksum of Deskhand's own for a dataset file: the hub's SHA-256 is checked (Git LFS files)
+            downloader.download(spec, progress=progress, control=control, accept_unverified=True)
         except Cancelled:
             raise
-        except Exception as exc:
+        except DeskhandError as exc:
             raise _error(exc, s, rev, name) from None
-        if len(names) > 1 and (i == len(names) or i % 50 == 0):
-            say(f"{s.title}: {i}/{len(names)} file(s) in the cache.")
-    if rev != commit:  # the branch's commit, for a later run without a network
-        (_cache_folder(s.repo) / "refs").mkdir(parents=True, exist_ok=True)
-        (_cache_folder(s.repo) / "refs" / rev).write_text(commit, encoding="utf-8")
-    return _cache_folder(s.repo) / "snapshots" / commit
+        if len(missing) > 1 and (i == len(missing) or i % 50 == 0):
+            say(f"{s.title}: {i}/{len(missing)} file(s) downloaded.")
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / rev).write_text(commit, encoding="utf-8")  # complete: usable without a network
+    return snapshot
 
 
 def _error(exc: BaseException, s: Suite, rev: str, what: str) -> DeskhandError:
@@ -150,10 +117,8 @@ def _error(exc: BaseException, s: Suite, rev: str, what: str) -> DeskhandError:
     if isinstance(exc, RevisionNotFoundError):
         return DeskhandError(f"The revision {rev} of {s.repo} does not exist (any more).",
                              "Give --revision main for the newest files, or another commit of the dataset.")
-    from app.setup.transfer import Interrupted
-
-    err = hub_error(exc, what, s.repo or "", have_token=False)
+    err = exc if isinstance(exc, DeskhandError) else hub_error(exc, what, s.repo or "", have_token=False)
     if isinstance(err, Interrupted):
-        return DeskhandError(err.what, "Check the network connection and run the command again: the files already "
-                             "in the cache are kept, and only the others are downloaded.")
+        return DeskhandError(err.what, "Check the network connection and start again: the files already in the "
+                             "cache are kept, and the one cut off resumes from where it stopped.")
     return err
