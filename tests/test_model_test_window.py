@@ -1,12 +1,16 @@
 """Settings → Model → "Test on this computer" on the private Xvfb, a real Qt window driven with pytest-qt: a
 benchmark published on a loopback Hugging Face hub (its licence first, downloaded only after "Download and test",
-Stop during the download keeps the part that arrived), a model server on loopback that finds the target in the
-image it receives, progress, Stop mid-way (the partial result kept and listed, the earlier one intact), a second
-test from the cache, a damaged dataset file and a benchmark that cannot be downloaded, each with its message. The
-settings dialog's button and the setup window's last page open it with the model they hold."""
+Stop during the download keeps the part that arrived, and the next test resumes it from that byte), a model server
+on loopback that finds the target in the image it receives, progress, Stop mid-way (the partial result kept and
+listed, the earlier one intact), a second test from the cache, a damaged dataset file and a benchmark that cannot
+be downloaded, each with its message. The settings dialog's button and the setup window's last page open it with
+the model they hold and the worker that holds it; a task running refuses the test, and the test running keeps a
+task in the box, said."""
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -57,8 +61,8 @@ def hub(monkeypatch, tmp_path):
         yield h
 
 
-def _window(qtbot, settings: Settings, evals: Path) -> ModelTestWindow:
-    w = ModelTestWindow(settings, evals)
+def _window(qtbot, settings: Settings, evals: Path, owner=None) -> ModelTestWindow:
+    w = ModelTestWindow(settings, evals, owner=owner)
     qtbot.addWidget(w)
     w.show()
     qtbot.waitUntil(w.start_button.isEnabled, timeout=10000)
@@ -102,15 +106,20 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         assert "deskhand eval grounding --suite screenspot-v2 --limit 50 --seed 0" in w.footer.text()
 
         # Stop during the download: the part that arrived stays for the next time
+        part = Path(str(tmp_path / "hf-cache")) / "datasets--OS-Copilot--ScreenSpot-v2" / "blobs" / \
+            f"{zip_file.sha256}.incomplete"
         qtbot.mouseClick(w.start_button, LEFT)
-        qtbot.waitUntil(lambda: "Downloading screenspotv2_image.zip" in w.status.text(), timeout=20000)
-        assert w.progress.isVisible() and w.stop_button.isEnabled()
+        qtbot.waitUntil(lambda: "Downloading screenspotv2_image.zip" in w.status.text() and part.exists()
+                        and part.stat().st_size > 0, timeout=20000)
+        assert w.progress.isVisible() and w.stop_button.isEnabled() and " of " in w.status.text()
         qtbot.mouseClick(w.stop_button, LEFT)
         _idle(qtbot, w)
-        assert "files that arrived whole stay in the cache; the next test downloads only the others" in \
+        assert "the file cut off part-way too; the next test resumes the download where it stopped" in \
             w.status.text()
         arrived = {p.name for p in Path(str(tmp_path / "hf-cache")).rglob("snapshots/*/*")}
         assert arrived == {f"screenspot_{k}_v2.json" for k in ("desktop", "mobile", "web")}  # not the archive
+        have = part.stat().st_size
+        assert 0 < have < len(zip_file.data)
         assert len(srv.chats) == asked and w.start_button.text() == "Download and test"
 
         # the whole test: download the rest, then the screenshots; Stop after the third
@@ -119,6 +128,10 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         qtbot.mouseClick(w.start_button, LEFT)
         qtbot.waitUntil(lambda: "Screenshot 3 of 12: found 3 so far" in w.status.text(), timeout=60000)
         assert w.progress.maximum() == 12 and w.progress.value() == 3
+        resumed = hub.blob_requests(zip_file)[-1]  # the rest of the archive only, from the byte it stopped at
+        assert resumed.headers["range"] == f"bytes={have}-" and resumed.status == 206 and not part.exists()
+        archive = next(Path(str(tmp_path / "hf-cache")).rglob("snapshots/*/screenspotv2_image.zip"))
+        assert hashlib.sha256(archive.read_bytes()).hexdigest() == zip_file.sha256
         qtbot.mouseClick(w.stop_button, LEFT)
         assert w.status.text() == "Stopping after the current screenshot…"
         gate.set()
@@ -193,10 +206,12 @@ def test_the_settings_button_and_the_setup_window_open_it_with_their_model(qtbot
     assert dialog.findChildren(ModelTestWindow) == [w]
     w.close()
 
+    from app.agent.worker import AgentWorker
     from app.ui.setup.wizard import SetupWizard
 
+    owner = AgentWorker(default_paths(), lambda e: None)  # the app's worker, which holds the model
     wizard = SetupWizard(default_paths(), Settings(text_model=str(tiny_model_pair.text),
-                                                   mmproj=str(tiny_model_pair.mmproj)))
+                                                   mmproj=str(tiny_model_pair.mmproj)), model_owner=owner)
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(lambda: wizard.probe is not None, timeout=15000)
@@ -207,7 +222,92 @@ def test_the_settings_button_and_the_setup_window_open_it_with_their_model(qtbot
     assert wizard.currentPage() is page and page.test_button.isVisible()
     qtbot.mouseClick(page.test_button, LEFT)
     t = page.findChild(ModelTestWindow, "model-test")
-    assert t is not None and t.isVisible() and t.settings.text_model == str(tiny_model_pair.text)
+    assert t is not None and t.isVisible() and t.settings.text_model == str(tiny_model_pair.text) and t.owner is owner
     assert t.settings.profile == "auto" and Path(tiny_model_pair.text).name in t.model_label.text()
     t.close()
     wizard.reject()
+
+
+def test_a_task_running_refuses_the_test_before_anything_is_downloaded(qtbot, hub, tmp_path, target):
+    """The window borrows the model of the worker it was given: while a task holds it, Start says so (and what to
+    do), downloads nothing and writes nothing; once the task has ended, the same window can start."""
+    import queue
+
+    from app.agent.worker import AgentWorker
+    from app.domain import events as ev
+    from tests.scripted_engine import ScriptedEngine
+
+    publish(hub, ds.write_screenspot_v2(tmp_path / "v2"), delay=0)
+    paths = default_paths()
+    got: queue.Queue = queue.Queue()
+    gate = threading.Event()  # the task's first proposal waits: the task holds the model meanwhile
+    worker = AgentWorker(paths, got.put, engine_factory=lambda s: ScriptedEngine([], gate=gate), dry_run=True)
+    worker.start()
+    settings = Settings(text_model="/models/text.gguf", mmproj="/models/mmproj.gguf")
+    try:
+        assert worker.start_task("Open the settings", settings)
+        w = _window(qtbot, settings, tmp_path / "evals", owner=worker)
+        qtbot.mouseClick(w.start_button, LEFT)
+        _idle(qtbot, w)
+        text = w.status.text()
+        assert text.startswith("✗ A task is running and is using the model, so the test cannot use it now.")
+        assert "→ Wait until the task ends (or stop it), then start the test again" in text
+        assert hub.seen == [] and not (tmp_path / "evals").exists() and w.start_button.text() == "Download and test"
+        worker.stop()
+        gate.set()
+        while not isinstance(got.get(timeout=60), ev.RunFinished):
+            pass
+        assert not worker.busy
+        w.close()
+    finally:
+        gate.set()
+        worker.shutdown()
+
+
+def test_the_app_lends_its_worker_and_a_task_typed_during_the_test_stays_in_the_box(qtbot, tmp_path):
+    from app.domain.cancel import CancelToken
+    from app.domain.settings import Loaded
+    from app.ui.shell.application import Application
+    from tests.scripted_engine import ScriptedEngine
+
+    paths = default_paths(tmp_path / "home").ensure()
+    engines: list[ScriptedEngine] = []
+
+    def factory(s: Settings) -> ScriptedEngine:
+        engines.append(ScriptedEngine([]))
+        return engines[-1]
+
+    app = Application(paths, Loaded(Settings(text_model="/m/text.gguf", mmproj="/m/mmproj.gguf"), ()),
+                      engine_factory=factory, tray=False, hotkeys=False, setup=False)
+    try:
+        app.start()
+        app.open_settings()
+        dialog = app.settings_dialog
+        assert dialog is not None and dialog.model_owner is app.host.worker
+        qtbot.mouseClick(dialog.test_button, LEFT)
+        w = dialog.findChild(ModelTestWindow, "model-test")
+        assert w is not None and w.owner is app.host.worker and app.setup.model_owner is app.host.worker
+        w.close()
+
+        # the test holds the worker's model (as run_sample does): a task typed now is not started, nor queued
+        # behind it, but left in the box with the reason
+        entered, release, result = threading.Event(), threading.Event(), []
+
+        def job(engine, info):
+            entered.set()
+            release.wait(60)
+            return info.name
+
+        t = threading.Thread(target=lambda: result.append(app.host.worker.with_model(app.settings, CancelToken(),
+                                                                                      job)))
+        t.start()
+        assert entered.wait(30) and app.host.worker.lent
+        assert not app.start_task("Open the settings")
+        assert app.main.task_box.task() == "Open the settings" and app.queue.waiting == collections.deque()
+        assert any("The model test is using the model." in m for m in app.main.status.texts())
+        release.set()
+        t.join(30)
+        assert result == ["Scripted test model"] and not app.host.worker.lent and len(engines) == 1
+    finally:
+        release.set()
+        app.shutdown()

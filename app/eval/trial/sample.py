@@ -4,13 +4,16 @@ folder under the data folder's `evals/`. It is the command `deskhand eval ground
 --seed 0`, with the same files, so a run of the headless image against a model server sets beside it.
 
 The suite is read from the Hugging Face cache. When it is not there yet nothing is downloaded until the person has
-read its licence and said yes (`download=True`); without a network and without a cached copy the message says
-exactly that.
+read its licence and said yes (`download=True`); a download stopped part-way resumes where it stopped next time;
+without a network and without a cached copy the message says exactly that.
+
+In the app the model is the one the agent worker holds (`owner`, lent.py): never a second copy beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,13 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.cancel import CancelToken
-from app.domain.errors import DeskhandError
+from app.domain.errors import Cancelled, DeskhandError, ModelBusy
+from app.domain.proposal import EngineInfo
 from app.domain.settings import Settings
-from app.eval.fetch import Bytes, cached_snapshot, fetch, licence_notice
+from app.engine.base import Engine
+from app.eval.fetch import cached_snapshot, fetch, licence_notice
 from app.eval.grounding import Variant, check_items, evaluate, prepare_out, select
 from app.eval.items import DatasetError
 from app.eval.runner import ItemResult
 from app.eval.suites import Suite, suite
+from app.eval.trial.lent import Lent, ModelOwner
+from app.setup.transfer import ProgressFn
 
 SAMPLE_ITEMS = 50
 SAMPLE_SEED = 0
@@ -44,7 +51,7 @@ class Listener:
 
     say: Callable[[str], None]
     item: Callable[[int, int, ItemResult], None]
-    download: Bytes
+    download: ProgressFn
     phase: Callable[[str], None]  # "dataset", "checking", "loading" (the model, then the first item)
 
 
@@ -109,11 +116,15 @@ def _suite_folder(s: Suite, token: CancelToken, listen: Listener, download: bool
 
 
 def run_sample(settings: Settings, name: str, evals: Path, token: CancelToken, listen: Listener,
-               download: bool = False) -> tuple[Path, dict[str, Any]]:
+               download: bool = False, owner: ModelOwner | None = None) -> tuple[Path, dict[str, Any]]:
     """The test from start to end: its folder and summary (partial when stopped). Raises NeedsConsent, or a
-    DeskhandError saying what is wrong (a damaged dataset file, no engine) before anything is written."""
+    DeskhandError saying what is wrong (a damaged dataset file, no engine, a task using the model) before anything
+    is written. `owner`: the model's owner in the app (a local model is borrowed from it, not loaded again)."""
     s = suite(name)
     variant = _variant(settings)
+    owner = owner if settings.engine != "remote" else None  # a model server: nothing is loaded here
+    if owner is not None and owner.busy:
+        raise ModelBusy()
     listen.phase("dataset")
     root, source = _suite_folder(s, token, listen, download)
     again = (f"Delete the folder {root.parent.parent} and start the test again: the benchmark is downloaded anew "
@@ -132,9 +143,16 @@ def run_sample(settings: Settings, name: str, evals: Path, token: CancelToken, l
     out = prepare_out(_folder(evals, name))
     listen.say(f"results: {out}")
     listen.phase("loading")
+
+    def measure(v: Variant) -> dict[str, Any]:
+        return evaluate(s, source, all_items, items, [v], out, SAMPLE_SEED, token, listen.say, listen.item)
+
+    def borrowed(engine: Engine, info: EngineInfo) -> dict[str, Any]:
+        return measure(dataclasses.replace(variant, make=lambda: Lent(engine, info)))
+
     try:
-        summary = evaluate(s, source, all_items, items, [variant], out, SAMPLE_SEED, token, listen.say, listen.item)
-    except DeskhandError:
+        summary = measure(variant) if owner is None else owner.with_model(settings, token, borrowed)
+    except (DeskhandError, Cancelled):  # Cancelled: stopped while the owner loaded the model
         if not (out / "results.jsonl").exists():
             with contextlib.suppress(OSError):
                 out.rmdir()  # nothing was measured (the model did not load): no empty folder in the list

@@ -39,6 +39,7 @@ from app.ui.settings.hotkey_edit import HotkeyField
 
 if TYPE_CHECKING:
     from app.engine.profile import ImageSpec
+    from app.eval.trial.lent import ModelOwner
 
 POLICIES = [("ask_every_step", "Ask me before every step"),
             ("auto_approve_safe", "Go ahead with safe steps; ask before risky ones")]
@@ -121,12 +122,13 @@ class SettingsDialog(QDialog):
     api_key_changed = Signal(str)  # a new API key for the model server (to the keyring)
 
     def __init__(self, settings: Settings, warnings: tuple[str, ...] = (), data_folder: str = "",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, model_owner: ModelOwner | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Deskhand settings")
         self.setWindowIcon(app_icon())
         self.original = settings
         self.data_folder = data_folder
+        self.model_owner = model_owner  # the agent worker: the model test borrows its model
         self.checks = Background(self, "deskhand-settings-files")  # a GGUF header read is disk work
         self.file_results: dict[tuple[str, str], str] = {}  # a checked pair -> "" (good) or what is wrong
         self._save_after_check = False
@@ -329,7 +331,7 @@ class SettingsDialog(QDialog):
         from app.ui.settings.model_test import open_model_test
 
         data = Path(self.data_folder) if self.data_folder else default_paths().data
-        open_model_test(self, self.value(), data / "evals")
+        open_model_test(self, self.value(), data / "evals", self.model_owner)
 
     # ------------------------------------------------------------------ values
     def load(self, s: Settings) -> None:

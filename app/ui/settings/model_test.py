@@ -5,6 +5,8 @@ for comparison. A benchmark not downloaded yet shows its licence first; only "Do
 
 Opened from the settings dialog and from the setup window's last page, with the settings to test (the dialog's
 fields as they are, or the model the setup just chose). Closing the window stops a test; what it measured stays.
+In the app the test borrows the model the agent worker holds (`owner`): never a second copy on the graphics card;
+it waits for no task (one running is said, and the test not started), and a task waits for it.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from PySide6.QtWidgets import (
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.settings import Settings
-from app.domain.units import human_bytes
 from app.eval.suites import suite
 from app.eval.trial.kept import Kept, earlier
+from app.eval.trial.lent import ModelOwner
 from app.eval.trial.sample import (
     OFFERED,
     SAMPLE_ITEMS,
@@ -99,12 +101,13 @@ def result_words(summary: dict[str, Any]) -> str:
 class ModelTestWindow(QDialog):
     reported = Signal(object)  # from the worker thread: ("say", text) | ("item", i, n, hit) | ("download", …)
 
-    def __init__(self, settings: Settings, evals: Path, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, evals: Path, parent: QWidget | None = None,
+                 owner: ModelOwner | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("model-test")
         self.setWindowTitle("Test the model on this computer")
         self.setWindowIcon(app_icon())
-        self.settings, self.evals = settings, evals
+        self.settings, self.evals, self.owner = settings, evals, owner
         self.io = Background(self, "deskhand-model-test-io")  # the cache and the earlier results: quick reads
         self.runner = Background(self, "deskhand-model-test")  # the test itself: minutes
         self.token: CancelToken | None = None
@@ -242,10 +245,11 @@ class ModelTestWindow(QDialog):
         emit = self._emit
         listen = Listener(say=lambda text: emit(("say", text)),
                           item=lambda i, n, r: emit(("item", i, n, r.hit, r.seconds)),
-                          download=lambda f, done, total: emit(("download", f, done, total)),
+                          download=lambda p: emit(("download", p)),
                           phase=lambda p: emit(("phase", p)))
-        settings, evals = self.settings, self.evals
-        self.runner.run(lambda: run_sample(settings, name, evals, token, listen, download), self._done, self._failed)
+        settings, evals, owner = self.settings, self.evals, self.owner
+        self.runner.run(lambda: run_sample(settings, name, evals, token, listen, download, owner), self._done,
+                        self._failed)
 
     def _emit(self, event: tuple[Any, ...]) -> None:
         """From the worker thread; nothing once the window has let go of its workers."""
@@ -260,12 +264,11 @@ class ModelTestWindow(QDialog):
         if kind == "phase":
             self.status.setText(PHASES.get(event[1], ""))
         elif kind == "download":
-            _, name, done, total = event
-            if total:
-                self.progress.setRange(0, max(1, total // 1024))
-                self.progress.setValue(done // 1024)
-            self.status.setText(f"Downloading {name}: {human_bytes(done)}"
-                                f"{f' of {human_bytes(total)}' if total else ''}…")
+            p = event[1]
+            if p.total:
+                self.progress.setRange(0, max(1, p.total // 1024))
+                self.progress.setValue(p.done // 1024)
+            self.status.setText(f"Downloading {p.filename}: {p.describe()}")
         elif kind == "item":
             _, i, n, hit, seconds = event
             self.found += bool(hit)
@@ -300,8 +303,9 @@ class ModelTestWindow(QDialog):
         self._idle()
         if isinstance(exc, Cancelled):
             self.status.setStyleSheet(NOTE)
-            self.status.setText("Stopped before the first screenshot: nothing was measured. The benchmark's files "
-                                "that arrived whole stay in the cache; the next test downloads only the others.")
+            self.status.setText("Stopped before the first screenshot: nothing was measured. What was downloaded of "
+                                "the benchmark stays in the cache, the file cut off part-way too; the next test "
+                                "resumes the download where it stopped.")
             return
         self.status.setStyleSheet(ERROR)
         if isinstance(exc, NeedsConsent):
@@ -322,8 +326,10 @@ class ModelTestWindow(QDialog):
         super().closeEvent(event)
 
 
-def open_model_test(parent: QWidget, settings: Settings, evals: Path) -> ModelTestWindow:
-    """The test window for `settings`, beside `parent` (one per parent: a second request brings it forward)."""
+def open_model_test(parent: QWidget, settings: Settings, evals: Path,
+                    owner: ModelOwner | None = None) -> ModelTestWindow:
+    """The test window for `settings`, beside `parent` (one per parent: a second request brings it forward);
+    `owner`: the agent worker that holds the model, in the app."""
     window = parent.findChild(ModelTestWindow, "model-test", Qt.FindChildOption.FindDirectChildrenOnly)
     if window is not None and window.isVisible():
         window.raise_()
@@ -331,6 +337,6 @@ def open_model_test(parent: QWidget, settings: Settings, evals: Path) -> ModelTe
         return window
     if window is not None:
         window.deleteLater()
-    window = ModelTestWindow(settings, evals, parent)
+    window = ModelTestWindow(settings, evals, parent, owner)
     window.show()
     return window

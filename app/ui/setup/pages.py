@@ -142,7 +142,8 @@ class FinishPage(QWizardPage):
         c = self.ctx.choice()
         if c is not None:
             gpu = self.ctx.probe.gpu if self.ctx.probe else None
-            open_model_test(self, chosen_settings(self.ctx.settings, c, gpu), self.ctx.paths.data / "evals")
+            open_model_test(self, chosen_settings(self.ctx.settings, c, gpu), self.ctx.paths.data / "evals",
+                            self.ctx.model_owner)
 
     def nextId(self) -> int:
         return -1  # the last page shown (the conversion page, added after it, is reached only from the choice)
