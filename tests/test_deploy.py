@@ -81,6 +81,7 @@ def test_the_compose_file_wires_the_agents_to_the_server():
     env = agent["environment"]
     assert env["DESKHAND_ENGINE_URL"] == "http://vllm:8000/v1" and env["DESKHAND_ALLOW_HTTP"] == "1"
     assert "trajectories:/trajectories" in agent["volumes"]
+    assert "datasets:/home/agent/.cache/huggingface" in agent["volumes"]  # the eval's benchmarks, kept
 
 
 def test_the_kubernetes_manifests_are_a_server_and_an_indexed_job():
@@ -124,6 +125,36 @@ def test_the_entrypoint_builds_a_deskhand_run_command_that_parses(tmp_path):
     assert args.engine == "http://vllm:8000/v1" and args.task == "Save the file as 'notes.txt'"
     assert args.served_model == "Hcompany/Holotron-12B" and args.allow_http and args.max_tiles == 6
     assert args.auto_approve == "all" and args.display == ":99" and args.json
+
+
+def test_the_entrypoint_measures_the_server_with_the_apps_model_test(tmp_path):
+    """DESKHAND_EVAL_SUITE: `deskhand eval grounding` with the sample Settings → Model → "Test on this computer"
+    runs (50 items, seed 0), against the model server, into the output volume; the image's user owns the hub
+    cache a volume is mounted on."""
+    env = {"PATH": os.environ["PATH"], "DESKHAND_DRY_RUN": "1", "DESKHAND_ENGINE_URL": "http://vllm:8000/v1",
+           "DESKHAND_EVAL_SUITE": "screenspot-v2", "DESKHAND_SERVED_MODEL": "Hcompany/Holotron-12B",
+           "DESKHAND_ALLOW_HTTP": "1", "DESKHAND_MAX_TILES": "7", "DESKHAND_OUT": str(tmp_path)}
+    out = subprocess.run(["bash", str(DEPLOY / "agent" / "entrypoint.sh")], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    argv = shlex.split(out.stdout)
+    assert argv[:3] == ["deskhand", "eval", "grounding"]
+    args = build_parser().parse_args(argv[1:])
+    from app.eval.trial.sample import SAMPLE_ITEMS, SAMPLE_SEED, command_line
+
+    assert (args.suite, args.limit, args.seed) == ("screenspot-v2", SAMPLE_ITEMS, SAMPLE_SEED)
+    assert " ".join(argv[:9]) == command_line("screenspot-v2")  # the app's test, word for word
+    assert args.engine == "http://vllm:8000/v1" and args.served_model == "Hcompany/Holotron-12B"
+    assert args.allow_http and args.max_tiles == 7 and args.json and args.out.startswith(f"{tmp_path}/evals/")
+    env["DESKHAND_EVAL_DATA"] = "/data/screenspot-v2"
+    out = subprocess.run(["bash", str(DEPLOY / "agent" / "entrypoint.sh")], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert build_parser().parse_args(shlex.split(out.stdout)[1:]).data == "/data/screenspot-v2"
+    steps = dockerfile_instructions(DEPLOY / "agent" / "Dockerfile")
+    run = " ".join(rest for word, rest in steps if word == "RUN")
+    assert "mkdir -p /home/agent/.cache/huggingface" in run and "chown -R agent:agent /home/agent/.cache" in run
+    readme = (DEPLOY / "README.md").read_text()
+    assert "DESKHAND_EVAL_SUITE=screenspot-v2" in readme and "/home/agent/.cache/huggingface" in readme
 
 
 def test_the_serve_scripts_pass_their_flags_to_vllm(tmp_path):

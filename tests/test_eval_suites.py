@@ -3,14 +3,21 @@ the statistics, and the download from the dataset's own repository through a loo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from app.domain.errors import DeskhandError
+from app.__main__ import main
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
 from app.eval import fetch as fetch_mod
 from app.eval.grounding import select
 from app.eval.items import DatasetError
@@ -18,7 +25,9 @@ from app.eval.runner import check_item
 from app.eval.stats import Rate, paired, percentile
 from app.eval.suites import SUITES, suite
 from app.eval.targets import Box, Polygon, Refusal
+from app.setup.transfer import DownloadProgress
 from tests import eval_datasets as ds
+from tests.eval_server import GroundingServer
 from tests.loopback_hub import LoopbackHub
 
 
@@ -168,23 +177,126 @@ def test_download_from_the_dataset_repository_into_the_hub_cache(tmp_path, monke
     assert any("using the copy in the cache" in m for m in said)
 
 
-def test_the_network_gone_mid_download_says_so_and_keeps_what_arrived(tmp_path, monkeypatch):
-    """A transfer that breaks (every retry huggingface_hub makes) gets a message naming the file and saying that
-    the files already downloaded stay; the next run fetches only what is missing."""
-    root = ds.write_screenspot_v2(tmp_path / "published")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    size = (root / "screenspotv2_image.zip").stat().st_size
+CUT = 512 * 1024  # where a transfer breaks: a whole number of the downloader's 256 KiB chunks
+
+
+def _padded_v2(root: Path) -> Path:
+    """The published layout with an image archive of a few MiB (an unreferenced noise member), so that a
+    transfer can break in the middle of it."""
+    import zipfile
+
+    ds.write_screenspot_v2(root)
+    with zipfile.ZipFile(root / "screenspotv2_image.zip", "a", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("screenspotv2_image/noise.bin", os.urandom(3 * 1024 * 1024))
+    return root
+
+
+def _partial(cache: Path, f) -> Path:
+    return cache / "datasets--OS-Copilot--ScreenSpot-v2" / "blobs" / f"{f.sha256}.incomplete"
+
+
+def test_a_download_cut_mid_file_resumes_from_the_byte_it_stopped_at(tmp_path, monkeypatch):
+    """The connection closes in the middle of the archive, and every retry huggingface_hub makes gets nothing:
+    the run fails with a message naming the file, the part that arrived stays in the cache, and the next run asks
+    the server for the rest only (a Range request from that byte); the file put together is the published one."""
+    root = _padded_v2(tmp_path / "published")
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    archive = (root / "screenspotv2_image.zip").read_bytes()
     with LoopbackHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        files = _publish_v2(hub, root, "d" * 40, cut_after=[size // 2] * 10)
+        files = _publish_v2(hub, root, "d" * 40, cut_after=[CUT, 0, 0, 0, 0, 0])
+        zipped = files["screenspotv2_image.zip"]
         with pytest.raises(DeskhandError) as e:
             fetch_mod.fetch(suite("screenspot-v2"), None, lambda m: None)
-        assert "screenspotv2_image.zip" in e.value.what and "files already in the cache are kept" in e.value.todo
-        files["screenspotv2_image.zip"].cut_after.clear()
+        assert "download of screenspotv2_image.zip was interrupted after 512.0 KiB" in e.value.what
+        assert "files already in the cache are kept" in e.value.todo and "resumes from where it stopped" in e.value.todo
+        assert _partial(cache, zipped).stat().st_size == CUT  # kept, and never a file of the snapshot
+        assert fetch_mod.cached_snapshot("OS-Copilot/ScreenSpot-v2", "main") is None  # not complete: not used
+        first = len(hub.blob_requests(zipped))
+
         folder = fetch_mod.fetch(suite("screenspot-v2"), None, lambda m: None)
-        assert (folder / "screenspotv2_image.zip").read_bytes() == (root / "screenspotv2_image.zip").read_bytes()
+        again = hub.blob_requests(zipped)[first:]
+        assert [(s.headers.get("range"), s.status) for s in again] == [(f"bytes={CUT}-", 206)]
+        got = (folder / "screenspotv2_image.zip").read_bytes()
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(archive).hexdigest() == zipped.sha256
+        assert not _partial(cache, zipped).exists()
         assert len(hub.blob_requests(files["screenspot_desktop_v2.json"])) == 1  # not fetched again
         assert len(suite("screenspot-v2").load(folder)) == 4
+        assert fetch_mod.cached_snapshot("OS-Copilot/ScreenSpot-v2", "main") == folder
+
+
+def test_stop_mid_file_keeps_the_part_and_the_next_run_resumes_it(tmp_path, monkeypatch):
+    root = _padded_v2(tmp_path / "published")
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    token = CancelToken()
+    seen: list[DownloadProgress] = []
+
+    def progress(p: DownloadProgress) -> None:
+        seen.append(p)
+        if p.filename == "screenspotv2_image.zip" and p.state == "downloading" and p.done >= CUT:
+            token.cancel("stopped by you")
+
+    with LoopbackHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        zipped = _publish_v2(hub, root, "e" * 40, delay=0.01)["screenspotv2_image.zip"]
+        with pytest.raises(Cancelled):
+            fetch_mod.fetch(suite("screenspot-v2"), None, lambda m: None, token, progress)
+        have = _partial(cache, zipped).stat().st_size
+        assert CUT <= have < len(zipped.data)
+        assert any(p.state == "done" and p.filename == "screenspot_web_v2.json" for p in seen)
+        zipped.delay = 0
+        seen.clear()
+        folder = fetch_mod.fetch(suite("screenspot-v2"), None, lambda m: None, CancelToken(), progress)
+        last = hub.blob_requests(zipped)[-1]
+        assert last.headers["range"] == f"bytes={have}-" and last.status == 206 and len(hub.blob_requests(zipped)) == 2
+        assert hashlib.sha256((folder / "screenspotv2_image.zip").read_bytes()).hexdigest() == zipped.sha256
+        done = [p for p in seen if p.state == "done"]
+        assert [p.filename for p in done] == ["screenspotv2_image.zip"] and done[0].done == len(zipped.data)
+        moving = [p.done for p in seen if p.state == "downloading"]
+        assert moving and moving[0] > have  # counted on from the part it had, not from zero
+
+
+def test_the_command_stopped_by_ctrl_c_mid_download_resumes_it_the_next_time(tmp_path, monkeypatch, capsys):
+    """`deskhand eval grounding` in its own process, SIGINT (Ctrl+C) while the archive arrives: it says that the
+    next run resumes the download and exits 130; the next run resumes it (Range) and measures the model."""
+    root = _padded_v2(tmp_path / "published")
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    with LoopbackHub() as hub, GroundingServer() as srv:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        zipped = _publish_v2(hub, root, "f" * 40, delay=0.02)["screenspotv2_image.zip"]
+        part = _partial(cache, zipped)
+        cmd = [sys.executable, "-m", "app", "eval", "grounding", "--suite", "screenspot-v2", "--engine", srv.url,
+               "--limit", "2", "--out", str(tmp_path / "out")]
+        proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not (part.exists() and part.stat().st_size >= CUT) and proc.poll() is None:
+                assert time.monotonic() < deadline, "the archive's download never started"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        assert "run the command again to resume the download where it stopped" in err
+        have = part.stat().st_size
+        assert CUT <= have < len(zipped.data) and not (tmp_path / "out").exists()
+
+        zipped.delay = 0
+        srv.expect(2)
+        assert main(["eval", "grounding", "--suite", "screenspot-v2", "--engine", srv.url, "--limit", "2",
+                     "--out", str(tmp_path / "out"), "--json"]) == 0
+        last = hub.blob_requests(zipped)[-1]
+        assert last.headers["range"] == f"bytes={have}-" and last.status == 206
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["variants"][""]["items"] == 2 and summary["complete"] is True
+    snapshot = cache / "datasets--OS-Copilot--ScreenSpot-v2" / "snapshots" / ("f" * 40) / "screenspotv2_image.zip"
+    assert hashlib.sha256(snapshot.read_bytes()).hexdigest() == zipped.sha256
 
 
 def test_a_pinned_revision_that_is_gone_and_a_suite_not_on_the_hub(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "mcp_server": {"domain", "desktop", "engine", "agent", "setup"},
     "cli": {"domain", "desktop", "engine", "agent", "setup", "eval", "mcp_server"},
     "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
-    "ui": {"domain", "desktop", "engine", "agent", "setup"},
+    "ui": {"domain", "desktop", "engine", "agent", "setup", "eval"},
 }
 # third-party modules a package must never pull in when imported
 FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -57,6 +57,8 @@ SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "engine.gguf": {"engine.llama", "engine.remote"},
     "setup.convert": {"setup.doctor"},
     "setup.doctor": {"setup.convert"},
+    "eval.replay": {"eval.trial"},
+    "eval.trial": {"eval.replay"},
     "ui.": {"ui.bridge", "ui.shell", *UI_WINDOWS},
     "ui.bridge": {"ui.shell", *UI_WINDOWS},
     **{w: {"ui.shell"} for w in UI_WINDOWS},

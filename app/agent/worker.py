@@ -1,5 +1,6 @@
 """The worker thread that owns the stateful resources — model, capture handle, input controllers, database
-connection — and runs one task at a time. The UI talks to it through four requests and hears events.
+connection — and runs one task at a time. The UI talks to it through a few requests and hears events. Between
+tasks it lends its model to the model test (`with_model`), so the model is never in memory twice.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from app.agent.approval import Decision, DecisionGate
 from app.agent.history_recovery import open_recorder
@@ -26,8 +28,9 @@ from app.desktop.executor import DryRunExecutor, Executor
 from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled, CaptureError, DeskhandError
+from app.domain.errors import Cancelled, CaptureError, DeskhandError, ModelBusy
 from app.domain.paths import Paths
+from app.domain.proposal import EngineInfo
 from app.domain.settings import Settings
 from app.domain.units import steps_text
 from app.engine.base import Engine
@@ -36,6 +39,7 @@ log = logging.getLogger("deskhand.worker")
 
 EngineFactory = Callable[[Settings], Engine]
 HideHook = Callable[[], AbstractContextManager[object]]
+T = TypeVar("T")
 
 
 def local_engine(settings: Settings) -> Engine:
@@ -66,6 +70,7 @@ def run_config(s: Settings) -> RunConfig:
 class _Current:
     run_id: int
     token: CancelToken
+    lent: bool = False  # no run: the model is lent to the model test
 
 
 class AgentWorker:
@@ -85,6 +90,7 @@ class AgentWorker:
         self._current: _Current | None = None
         self._engine: Engine | None = None
         self._engine_key: tuple[Any, ...] | None = None
+        self._engine_info: EngineInfo | None = None
         self._capturer: Capturer | None = None
         self._recorder: Recorder | None = None
         self._live: LiveProcess | None = None
@@ -110,6 +116,35 @@ class AgentWorker:
         self.pause_flag.clear()
         self._queue.put(("run", (task.strip(), settings, saved)))
         return True
+
+    @property
+    def lent(self) -> bool:
+        """The model is lent to the model test: a task is refused until the test ends (or is stopped)."""
+        with self._lock:
+            return self._current is not None and self._current.lent
+
+    def with_model(self, settings: Settings, token: CancelToken, job: Callable[[Engine, EngineInfo], T]) -> T:
+        """`job(engine, info)` run on this worker's thread with the model for `settings`: the one a task loaded,
+        or loaded now in its place (never beside it), and kept loaded for the next task. Called from another
+        thread (not the UI's: it waits for the job) and returns what the job returns. ModelBusy while a task runs;
+        while the job runs, a task is refused (start_task: False) and `stop` stops the job (`token`)."""
+        with self._lock:
+            if self._current is not None:
+                raise ModelBusy()
+            if not self._thread.is_alive():
+                raise DeskhandError("Deskhand is not ready to run the model (it is starting or quitting).",
+                                    "Try again in a moment.")
+            self._current = _Current(0, token, lent=True)
+        done: Future[T] = Future()
+        self._queue.put(("lend", (settings, token, job, done)))
+        while not done.done():
+            try:
+                return done.result(timeout=0.5)
+            except TimeoutError:
+                if not self._thread.is_alive() and not done.done():  # it quit before the job's turn came
+                    self._end_lending(token)
+                    raise Cancelled("Deskhand is quitting") from None
+        return done.result()
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.gate.resolve(step, decision)
@@ -171,6 +206,8 @@ class AgentWorker:
                 break
             if cmd == "run":
                 self._run(*arg)
+            elif cmd == "lend":
+                self._lend(*arg)
         self._release()
 
     def _release(self) -> None:
@@ -186,22 +223,45 @@ class AgentWorker:
         replay.owns_model = False  # kept for the next run, as always
         return replay
 
-    def _ensure_engine(self, settings: Settings, run_id: int, token: CancelToken) -> Engine:
+    def _lend(self, settings: Settings, token: CancelToken, job: Callable[[Engine, EngineInfo], Any],
+              done: Future[Any]) -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            token.check()
+            engine = self._ensure_engine(settings, 0, token, tell=False)  # the test shows its own progress
+            assert self._engine_info is not None
+            result = job(engine, self._engine_info)
+        except Exception as exc:  # the job's error is the caller's; the worker goes on
+            error = exc
+        self._end_lending(token)  # before the caller hears: a task it starts next is accepted
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def _end_lending(self, token: CancelToken) -> None:
+        with self._lock:
+            if self._current is not None and self._current.token is token:
+                self._current = None
+
+    def _ensure_engine(self, settings: Settings, run_id: int, token: CancelToken, tell: bool = True) -> Engine:
         key = engine_key(settings)
         if self._engine is not None and self._engine_key == key:
             return self._engine
         if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+            self._engine.close()  # released before another is loaded: one model in memory
+            self._engine = self._engine_key = self._engine_info = None
         if settings.engine == "local" and (not settings.text_model or not settings.mmproj):
             raise DeskhandError("No model is set up yet.",
                                 "Open Settings → Model (or the setup assistant) and choose or download the model.")
         engine = self.engine_factory(settings)
-        info = engine.load(lambda f, what: self.sink(ev.ModelLoading(run_id, f, what)), token)
-        self._engine, self._engine_key = engine, key
-        self.sink(ev.ModelLoaded(run_id, info))
-        for warning in info.warnings:
-            self.sink(ev.Notice(run_id, warning))
+        info = engine.load((lambda f, what: self.sink(ev.ModelLoading(run_id, f, what))) if tell else None, token)
+        self._engine, self._engine_key, self._engine_info = engine, key, info
+        if tell:
+            self.sink(ev.ModelLoaded(run_id, info))
+            for warning in info.warnings:
+                self.sink(ev.Notice(run_id, warning))
         return engine
 
     def _run(self, task: str, settings: Settings, saved: tuple[Any, dict[str, str]] | None = None) -> None:

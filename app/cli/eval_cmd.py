@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from app.cli.shared.arg_types import tile_count
 from app.cli.shared.engine_choice import add_engine_arguments, engine_of, say, settings_of
 from app.domain.cancel import CancelToken
-from app.domain.errors import DeskhandError
+from app.domain.errors import Cancelled, DeskhandError
 
 EXIT_USAGE, EXIT_FAILED, EXIT_STOPPED = 2, 1, 130
 COMPARABLE = ("tile-budget", "thinking")
@@ -73,6 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--compare", type=_compare, metavar="SETTING=A,B", help="two settings side by side on the "
                    "same items: tile-budget=12,7 or thinking=on,off")
     g.set_defaults(func=run)
+    from app.cli.eval_replay_cmd import register as register_replay
+
+    register_replay(kinds)
 
 
 def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
@@ -114,11 +118,26 @@ def _out(args: argparse.Namespace, suite: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    token = CancelToken()
+
+    def stop(signum: int, _frame: Any) -> None:
+        token.cancel(f"stopped by {signal.Signals(signum).name}")
+        signal.signal(signum, signal.SIG_DFL)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run(args, token)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, token: CancelToken) -> int:
+    from app.cli.shared.progress_line import ProgressLine
     from app.eval.fetch import fetch, licence_notice
     from app.eval.grounding import check_items, evaluate, prepare_out, select
     from app.eval.suites import suite as find_suite
 
-    token = CancelToken()
     try:
         s = find_suite(args.suite)
         if args.limit is not None and args.limit < 1:
@@ -131,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             say(licence_notice(s, copy=True))
             source = str(root)
         else:
-            root = fetch(s, args.revision, say)
+            root = fetch(s, args.revision, say, token, ProgressLine(sys.stderr))
             source = f"{s.page} ({root.name[:12]})"
         all_items = s.load(root)
         if not all_items:
@@ -145,12 +164,10 @@ def run(args: argparse.Namespace) -> int:
     except DeskhandError as exc:
         say(str(exc))
         return EXIT_USAGE
-
-    def stop(signum: int, _frame: Any) -> None:
-        token.cancel(f"stopped by {signal.Signals(signum).name}")
-        signal.signal(signum, signal.SIG_DFL)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    except Cancelled as exc:  # during the download: what arrived is kept, the file cut off part-way too
+        say(f"\nstopped ({exc}): what was downloaded stays in the Hugging Face cache; run the command again to "
+            "resume the download where it stopped.")
+        return EXIT_STOPPED
     try:
         say(f"results: {out}")
         summary = evaluate(s, source, all_items, items, variants, out, args.seed, token, say)
@@ -162,9 +179,6 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):
             out.rmdir()  # nothing was measured: no empty results folder left behind
         return EXIT_USAGE
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     from app.eval.report import lines
 
     if args.json:

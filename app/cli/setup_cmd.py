@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-import time
 
+from app.cli.shared.progress_line import ProgressLine
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import Paths, default_paths
 from app.domain.settings import load_settings
 from app.domain.units import human_bytes
 from app.setup.catalog import Catalog, ModelEntry, recommend, recommend_model
-from app.setup.download import DownloadProgress, Paused
+from app.setup.download import Paused
 from app.setup.flow import (
     catalog_for,
     check_pair,
@@ -155,25 +155,6 @@ def _use(paths: Paths, text: str, mmproj: str, gpu: GPUReport) -> int:
     return 0
 
 
-class _Progress:
-    """One updating line on a terminal; a line every 10 % (or 10 s) otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stdout.isatty()
-        self.last = (-1.0, 0.0)
-
-    def __call__(self, p: DownloadProgress) -> None:
-        line = f"{p.filename}: {p.describe()}"
-        if self.tty:
-            print(f"\r\033[K{line}", end="" if p.state != "done" else "\n", flush=True)
-            return
-        frac, now = p.fraction or 0.0, time.monotonic()
-        first = p.state == "downloading" and self.last[0] < 0
-        if p.state != "downloading" or first or frac - self.last[0] >= 0.1 or now - self.last[1] >= 10:
-            self.last = (frac, now) if p.state == "downloading" else self.last
-            print(line, flush=True)
-
-
 def _download(paths: Paths, entry: ModelEntry, quant_name: str | None, accept: bool, gpu: GPUReport) -> int:
     quant = entry.quant(quant_name) if quant_name else recommend(entry, gpu.budget).quant
     if not entry.downloadable(quant):
@@ -186,7 +167,7 @@ def _download(paths: Paths, entry: ModelEntry, quant_name: str | None, accept: b
                             "Run again with --accept-unverified to download and use it anyway.")
     print(f"{entry.title}, {quant.name}. Licence: {entry.license.name} <{entry.license.url}>")
     print(f"Downloading {what_it_downloads(entry, quant)} into {download_folder()}.")
-    bar = _Progress()
+    bar = ProgressLine()
     try:
         checked, results = download_pair(downloader_for(), entry, quant, accept_unverified=accept,
                                          progress=lambda i, n, p: bar(p))

@@ -52,3 +52,12 @@ class ActionError(DeskhandError):
 
 class SettingsError(DeskhandError):
     """The settings file could not be read or written."""
+
+
+class ModelBusy(DeskhandError):
+    """A task is using the model, so the model test cannot borrow it now (one copy of the model in memory)."""
+
+    def __init__(self) -> None:
+        super().__init__("A task is running and is using the model, so the test cannot use it now.",
+                         "Wait until the task ends (or stop it), then start the test again: the test uses the model "
+                         "the task loaded, so the graphics card never holds two copies of it.")

@@ -1,9 +1,12 @@
 """A suite's files from its own Hugging Face dataset repository into the standard hub cache, licence first.
 
-huggingface_hub does the transfer (its progress bars, its retries that resume a broken transfer with a Range
-request, its cache layout), so a copy other tools downloaded is found and nothing is fetched twice. Deskhand lists
-the revision's files, takes the ones the suite's loader reads, and downloads them one by one: a run that stops keeps
-every file that arrived, and the next run fetches only the rest. Without a network it uses what the cache holds.
+Each file goes through Deskhand's downloader (app.setup.download, on huggingface_hub), the one that fetches the
+models: the standard cache layout (a copy other tools downloaded is found, nothing is fetched twice), the part of a
+file that arrived kept across a Stop, a broken connection, a crash or a restart (`blobs/<sha256>.incomplete`) and
+resumed with a Range request from the byte it stopped at, progress, and the SHA-256 the hub publishes for a Git LFS
+file checked before the file counts as downloaded. Deskhand lists the revision's files, takes the ones the suite's
+loader reads and downloads those not in the snapshot yet, one by one; once all are in, the revision's ref is written,
+which is what marks the copy complete. Without a network it uses a complete copy the cache holds.
 """
 
 from __future__ import annotations
@@ -12,11 +15,28 @@ import fnmatch
 from collections.abc import Callable
 from pathlib import Path
 
-from app.domain.errors import DeskhandError
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError
 from app.eval.suites import Suite
-from app.setup.hub import hub_cache, hub_endpoint, hub_error
+from app.setup.catalog import CatalogFile
+from app.setup.download import Downloader, Interrupted, Paused, ProgressFn
+from app.setup.hub import hub_cache, hub_error, storage_folder
+from app.setup.transfer import DownloadControl
 
-Say = Callable[[str], None]
+__all__ = ["cached_snapshot", "fetch", "licence_notice"]
+
+
+class _Stop(DownloadControl):
+    """Stop (the token) as a pause of the transfer: what arrived of the file is kept and the next run resumes it."""
+
+    def __init__(self, token: CancelToken | None) -> None:
+        super().__init__()
+        self.token = token
+
+    def check(self) -> None:
+        super().check()
+        if self.token is not None and self.token.cancelled:
+            raise Paused(self.token.reason or "stopped")
 
 
 def licence_notice(s: Suite, copy: bool = False) -> str:
@@ -26,33 +46,36 @@ def licence_notice(s: Suite, copy: bool = False) -> str:
     return f"{s.title}: licence {s.license}. Source: {s.page}. {where}; Deskhand redistributes nothing."
 
 
-def _cache_folder(repo: str) -> Path:
-    return hub_cache() / ("datasets--" + repo.replace("/", "--"))
+def _folder(repo: str, cache: Path | None = None) -> Path:
+    return storage_folder(cache or hub_cache(), repo, "dataset")
 
 
 def cached_snapshot(repo: str, revision: str) -> Path | None:
-    """The cached snapshot of `revision` (a commit, or a branch the cache has a ref for), if there is one."""
-    folder = _cache_folder(repo)
-    commit = revision
+    """The complete cached snapshot of `revision` (a commit, or a branch), if there is one: the revision's ref is
+    written once every file is in (a download stopped part-way leaves none)."""
+    folder = _folder(repo)
     ref = folder / "refs" / revision
-    if ref.is_file():
-        commit = ref.read_text(encoding="utf-8").strip()
-    snap = folder / "snapshots" / commit
+    if not ref.is_file():
+        return None
+    snap = folder / "snapshots" / ref.read_text(encoding="utf-8").strip()
     return snap if snap.is_dir() else None
 
 
-def fetch(s: Suite, revision: str | None, say: Say) -> Path:
-    """The folder holding the suite in its published layout (a snapshot in the hub cache)."""
+def fetch(s: Suite, revision: str | None, say: Callable[[str], None], token: CancelToken | None = None,
+          progress: ProgressFn | None = None) -> Path:
+    """The folder holding the suite in its published layout (a snapshot in the hub cache). `token`: Stop between
+    chunks (Paused, a Cancelled: the part that arrived stays, and the next run resumes it); `progress`: each file's
+    transfer as it goes."""
     if s.repo is None:
         raise DeskhandError(f"{s.title} is not published on the Hugging Face hub, so Deskhand cannot download it.",
                             f"Get it from {s.home} (git clone) and give the folder with --data.")
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi
 
     say(licence_notice(s))
     rev = revision or s.revision or "main"
-    api = HfApi(endpoint=hub_endpoint())
+    downloader = Downloader()  # the endpoint and the cache as huggingface_hub reads them (HF_ENDPOINT, HF_HUB_CACHE)
     try:
-        info = api.dataset_info(s.repo, revision=rev)
+        info = HfApi(endpoint=downloader.endpoint).dataset_info(s.repo, revision=rev, token=downloader.token)
     except Exception as exc:  # no network, the hub refusing: fall back to the cache, or say what happened
         cached = cached_snapshot(s.repo, rev)
         if cached is not None:
@@ -66,19 +89,26 @@ def fetch(s: Suite, revision: str | None, say: Say) -> Path:
         raise DeskhandError(f"{s.repo} at {commit[:12]} holds none of the files {s.title} is read from "
                             f"({', '.join(s.patterns)}).", "The dataset's layout may have changed; try --revision "
                             "with an older commit, or download it yourself and give --data.")
-    say(f"{s.title}: {len(names)} file(s) from {s.repo} at {commit[:12]}.")
-    for i, name in enumerate(names, 1):
-        try:
-            hf_hub_download(s.repo, name, repo_type="dataset", revision=commit, cache_dir=hub_cache(),
-                            endpoint=hub_endpoint())
-        except Exception as exc:
+    folder = _folder(s.repo, downloader.cache)
+    snapshot = folder / "snapshots" / commit
+    missing = [n for n in names if not (snapshot / n).is_file()]  # a snapshot entry is only made for a whole file
+    say(f"{s.title}: {len(names)} file(s) from {s.repo} at {commit[:12]}"
+        + (f", {len(missing)} to download." if missing else ", all in the cache."))
+    control = _Stop(token)
+    for i, name in enumerate(missing, 1):
+        control.check()
+        spec = CatalogFile(name, s.repo, commit, None, None, repo_type="dataset")
+        try:  # no checksum of Deskhand's own for a dataset file: the hub's SHA-256 is checked (Git LFS files)
+            downloader.download(spec, progress=progress, control=control, accept_unverified=True)
+        except Cancelled:
+            raise
+        except DeskhandError as exc:
             raise _error(exc, s, rev, name) from None
-        if len(names) > 1 and (i == len(names) or i % 50 == 0):
-            say(f"{s.title}: {i}/{len(names)} file(s) in the cache.")
-    if rev != commit:  # the branch's commit, for a later run without a network
-        (_cache_folder(s.repo) / "refs").mkdir(parents=True, exist_ok=True)
-        (_cache_folder(s.repo) / "refs" / rev).write_text(commit, encoding="utf-8")
-    return _cache_folder(s.repo) / "snapshots" / commit
+        if len(missing) > 1 and (i == len(missing) or i % 50 == 0):
+            say(f"{s.title}: {i}/{len(missing)} file(s) downloaded.")
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / rev).write_text(commit, encoding="utf-8")  # complete: usable without a network
+    return snapshot
 
 
 def _error(exc: BaseException, s: Suite, rev: str, what: str) -> DeskhandError:
@@ -87,10 +117,8 @@ def _error(exc: BaseException, s: Suite, rev: str, what: str) -> DeskhandError:
     if isinstance(exc, RevisionNotFoundError):
         return DeskhandError(f"The revision {rev} of {s.repo} does not exist (any more).",
                              "Give --revision main for the newest files, or another commit of the dataset.")
-    from app.setup.transfer import Interrupted
-
-    err = hub_error(exc, what, s.repo or "", have_token=False)
+    err = exc if isinstance(exc, DeskhandError) else hub_error(exc, what, s.repo or "", have_token=False)
     if isinstance(err, Interrupted):
-        return DeskhandError(err.what, "Check the network connection and run the command again: the files already "
-                             "in the cache are kept, and a partial one resumes where it stopped.")
+        return DeskhandError(err.what, "Check the network connection and start again: the files already in the "
+                             "cache are kept, and the one cut off resumes from where it stopped.")
     return err

@@ -78,7 +78,9 @@ def prepare_out(out: Path) -> Path:
 
 
 def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequence[Item], variants: Sequence[Variant],
-             out: Path, seed: int, token: CancelToken, say: Say) -> dict[str, Any]:
+             out: Path, seed: int, token: CancelToken, say: Say,
+             progress: Callable[[int, int, ItemResult], None] | None = None) -> dict[str, Any]:
+    """`progress`: each item's result as it is scored (i of n, per setting), for a window's progress bar."""
     results_file = out / "results.jsonl"
     runs: dict[str, list[ItemResult]] = {}
     engine_info: dict[str, Any] = {}
@@ -101,6 +103,8 @@ def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequen
                     def collect(i: int, n: int, r: ItemResult, done: list[ItemResult] = done,
                                 label: str = f"{v.name}: " if v.name else "") -> None:
                         done.append(r)
+                        if progress is not None:
+                            progress(i, n, r)
                         if i == n or i == 1 or i % 10 == 0:
                             say(f"{label}{i}/{n} items, {sum(x.hit for x in done)} hit, last {r.seconds:.2f} s")
 

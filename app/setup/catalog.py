@@ -55,6 +55,7 @@ class CatalogFile:
     sha256: str | None  # published SHA-256 (lower-case hex); None: unverified
     approx_size: int | None = None  # estimate for planning
     provenance: str = ""
+    repo_type: str = "model"  # the hub's kind of repository: "model", or "dataset" (an evaluation suite's files)
 
     @property
     def verified(self) -> bool:

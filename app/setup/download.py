@@ -1,4 +1,5 @@
-"""Model downloads from Hugging Face through `huggingface_hub`, resumable, verified, into the standard hub cache.
+"""Downloads from Hugging Face through `huggingface_hub`, resumable, verified, into the standard hub cache: model
+files, and the files of a dataset repository (an evaluation suite's, `CatalogFile.repo_type == "dataset"`).
 
 The library resolves the revision to a commit, reads the file's metadata (size, and for Git LFS files the SHA-256
 the hub publishes as its object id), streams it with its retries and Range resume, and lays out the cache (blobs,
@@ -88,7 +89,7 @@ class Downloader:
         self._token = token
         self.margin = margin
         self._free = free_space or (lambda p: shutil.disk_usage(p).free)
-        self._commits: dict[tuple[str, str], str] = {}
+        self._commits: dict[tuple[str, str, str], str] = {}
         self._parts: dict[tuple[str, str], Path] = {}
 
     def __repr__(self) -> str:  # never show the token
@@ -107,10 +108,11 @@ class Downloader:
         assert spec.repo is not None
         if COMMIT.fullmatch(spec.revision):
             return spec.revision
-        key = (spec.repo, spec.revision)
+        key = (spec.repo_type, spec.repo, spec.revision)
         if key not in self._commits:
             try:
-                info = HfApi(endpoint=self.endpoint).model_info(spec.repo, revision=spec.revision, token=self.token)
+                info = HfApi(endpoint=self.endpoint).repo_info(spec.repo, revision=spec.revision,
+                                                               repo_type=spec.repo_type, token=self.token)
             except Exception as exc:  # huggingface_hub and httpx raise their own types
                 raise hub_error(exc, spec.filename, spec.repo, bool(self._token), endpoint=self.endpoint) from None
             self._commits[key] = str(info.sha)
@@ -143,7 +145,7 @@ class Downloader:
             raise DownloadError(
                 f"The hub offers {meta.size:,} bytes for {spec.filename}, but the catalog says {spec.size:,}.",
                 "The repository has changed; update the catalog entry or report it.")
-        folder = storage_folder(self.cache, spec.repo)
+        folder = storage_folder(self.cache, spec.repo, spec.repo_type)
         blob = folder / "blobs" / str(meta.etag)
         if blob.exists():
             done = self._existing(spec, blob, expected, emit, control)
@@ -174,7 +176,7 @@ class Downloader:
         if part is None and spec.repo is not None:
             with contextlib.suppress(DownloadError):
                 meta = self._metadata(spec, self.resolve(spec))
-                part = storage_folder(self.cache, spec.repo) / "blobs" / f"{meta.etag}.incomplete"
+                part = storage_folder(self.cache, spec.repo, spec.repo_type) / "blobs" / f"{meta.etag}.incomplete"
         if part is not None:
             part.unlink(missing_ok=True)
 
@@ -195,7 +197,7 @@ class Downloader:
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
         assert spec.repo is not None
-        url = hf_hub_url(spec.repo, spec.filename, revision=commit, endpoint=self.endpoint)
+        url = hf_hub_url(spec.repo, spec.filename, repo_type=spec.repo_type, revision=commit, endpoint=self.endpoint)
         try:
             meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint, retry_on_errors=True)
         except Exception as exc:
@@ -264,8 +266,8 @@ class Downloader:
 
         assert spec.repo is not None
         try:
-            path = hf_hub_download(spec.repo, spec.filename, revision=commit, cache_dir=self.cache,
-                                   endpoint=self.endpoint, token=self.token)
+            path = hf_hub_download(spec.repo, spec.filename, repo_type=spec.repo_type, revision=commit,
+                                   cache_dir=self.cache, endpoint=self.endpoint, token=self.token)
         except Exception as exc:
             raise hub_error(exc, spec.filename, spec.repo, bool(self._token), endpoint=self.endpoint) from None
         size = blob.stat().st_size

@@ -92,15 +92,20 @@ def memory_fit(checked: Checked, gpu: GPUReport | None) -> Fit | None:
 def finish_setup(paths: Paths, settings: Settings, checked: Checked, gpu: GPUReport | None = None) -> Settings:
     """Save the model pair with setup_done=True, the profile that follows the files ("auto"), and a context / GPU
     layers that fit the GPU; the saved Settings."""
+    new = chosen_settings(settings, checked, gpu)
+    save_settings(paths.settings_file, new)
+    return new
+
+
+def chosen_settings(settings: Settings, checked: Checked, gpu: GPUReport | None = None) -> Settings:
+    """What `finish_setup` saves, unsaved (the setup window's model test runs with it before Finish)."""
     changes: dict[str, object] = {"text_model": str(checked.text), "mmproj": str(checked.mmproj), "setup_done": True,
                                   "profile": "auto"}
     fit = memory_fit(checked, gpu)
     if fit is not None:
         changes["context_size"] = min(settings.context_size, fit.context_size) if fit.fits else fit.context_size
         changes["gpu_layers"] = -1 if fit.fits else fit.gpu_layers
-    new = settings.replace(**changes)
-    save_settings(paths.settings_file, new)
-    return new
+    return settings.replace(**changes)
 
 
 def download_pair(downloader: Downloader, entry: ModelEntry, quant: Quantization, *, accept_unverified: bool,

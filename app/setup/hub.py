@@ -34,8 +34,9 @@ def hub_cache() -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def storage_folder(cache: Path, repo: str) -> Path:
-    return cache / ("models--" + repo.replace("/", "--"))
+def storage_folder(cache: Path, repo: str, repo_type: str = "model") -> Path:
+    """A repository's folder in the hub cache, named as huggingface_hub names it (`models--`, `datasets--`)."""
+    return cache / (f"{repo_type}s--" + repo.replace("/", "--"))
 
 
 def same_host(a: str, b: str) -> bool:

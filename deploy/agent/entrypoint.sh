@@ -8,6 +8,11 @@
 #
 # Exit status: 0 when every task ran to a recorded end (answered, step limit, needs a person, failed); the status
 # of `deskhand run` when it was interrupted (5: the model server went away, so the Job retries) or stopped (143).
+#
+# With $DESKHAND_EVAL_SUITE (screenspot-v2, screenspot-pro, webclick, osworld-g) it measures the model server
+# instead, with no desktop: the test Settings → Model → "Test on this computer" runs (`deskhand eval grounding
+# --limit 50 --seed 0`; $DESKHAND_EVAL_LIMIT, $DESKHAND_EVAL_SEED, $DESKHAND_EVAL_DATA for a mounted copy), results
+# in $DESKHAND_OUT/evals/<suite>-<time>/; its exit status is the container's.
 set -euo pipefail
 
 : "${DESKHAND_ENGINE_URL:?set DESKHAND_ENGINE_URL, e.g. http://vllm:8000/v1}"
@@ -25,8 +30,22 @@ run_args() {  # $1: task text, $2: output folder
   if [ "${DESKHAND_ALLOW_HTTP:-0}" = 1 ]; then args+=(--allow-http); fi
 }
 
+eval_args() {  # $1: output folder; the sample the app's model test runs, against the model server
+  args=(eval grounding --suite "$DESKHAND_EVAL_SUITE" --limit "${DESKHAND_EVAL_LIMIT:-50}"
+        --seed "${DESKHAND_EVAL_SEED:-0}" --engine "$DESKHAND_ENGINE_URL" --out "$1" --json)
+  if [ -n "${DESKHAND_EVAL_DATA:-}" ]; then args+=(--data "$DESKHAND_EVAL_DATA"); fi
+  if [ -n "${DESKHAND_SERVED_MODEL:-}" ]; then args+=(--served-model "$DESKHAND_SERVED_MODEL"); fi
+  if [ -n "${DESKHAND_PROFILE:-}" ]; then args+=(--profile "$DESKHAND_PROFILE"); fi
+  if [ -n "${DESKHAND_MAX_TILES:-}" ]; then args+=(--tile-budget "$DESKHAND_MAX_TILES"); fi
+  if [ "${DESKHAND_ALLOW_HTTP:-0}" = 1 ]; then args+=(--allow-http); fi
+}
+
 if [ "${DESKHAND_DRY_RUN:-0}" = 1 ]; then  # print the command a task would run (CI checks it parses)
-  run_args "${DESKHAND_TASK:-example task}" "$OUT/example"
+  if [ -n "${DESKHAND_EVAL_SUITE:-}" ]; then
+    eval_args "$OUT/evals/example"
+  else
+    run_args "${DESKHAND_TASK:-example task}" "$OUT/example"
+  fi
   printf '%q ' deskhand "${args[@]}"
   echo
   exit 0
@@ -90,6 +109,18 @@ finish() {  # interrupted or stopped runs fail the container (the Job retries th
   case "$1" in 5|130|143) exit "$1" ;; *) exit 0 ;; esac
 }
 
+if [ -n "${DESKHAND_EVAL_SUITE:-}" ]; then  # measure the model server: no desktop, no task
+  mkdir -p "$OUT/evals"
+  eval_args "$OUT/evals/$DESKHAND_EVAL_SUITE-$(date +%Y%m%d-%H%M%S)"
+  deskhand "${args[@]}" &
+  child=$!
+  set +e
+  wait "$child"
+  status=$?
+  if [ "$stopping" = 1 ]; then wait "$child"; status=$?; fi
+  set -e
+  exit "$status"
+fi
 if [ -n "${DESKHAND_TASK:-}" ]; then
   run_task "${DESKHAND_TASK_ID:-task-$(hostname)}" "$DESKHAND_TASK"
   finish "$status"

@@ -39,6 +39,7 @@ from app.ui.settings.hotkey_edit import HotkeyField
 
 if TYPE_CHECKING:
     from app.engine.profile import ImageSpec
+    from app.eval.trial.lent import ModelOwner
 
 POLICIES = [("ask_every_step", "Ask me before every step"),
             ("auto_approve_safe", "Go ahead with safe steps; ask before risky ones")]
@@ -121,11 +122,13 @@ class SettingsDialog(QDialog):
     api_key_changed = Signal(str)  # a new API key for the model server (to the keyring)
 
     def __init__(self, settings: Settings, warnings: tuple[str, ...] = (), data_folder: str = "",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, model_owner: ModelOwner | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Deskhand settings")
         self.setWindowIcon(app_icon())
         self.original = settings
+        self.data_folder = data_folder
+        self.model_owner = model_owner  # the agent worker: the model test borrows its model
         self.checks = Background(self, "deskhand-settings-files")  # a GGUF header read is disk work
         self.file_results: dict[tuple[str, str], str] = {}  # a checked pair -> "" (good) or what is wrong
         self._save_after_check = False
@@ -193,8 +196,13 @@ class SettingsDialog(QDialog):
         self.setup_button = QPushButton("Run the setup again…")
         self.setup_button.setToolTip("Check this computer again and choose or download a model")
         self.setup_button.clicked.connect(self.setup_requested)
+        self.test_button = QPushButton("Test on this computer…")
+        self.test_button.setToolTip("How often the model above finds things on screenshots of a public benchmark, "
+                                    "and how long a step takes here")
+        self.test_button.clicked.connect(self.open_model_test)
         row = QHBoxLayout()
         row.addWidget(self.setup_button)
+        row.addWidget(self.test_button)
         row.addStretch(1)
         form.addRow("", row)
         self.policy = QComboBox()
@@ -314,6 +322,16 @@ class SettingsDialog(QDialog):
         ratio = screen.devicePixelRatio()  # the screenshot has the screen's device pixels
         size = screen.geometry().size()
         self.tile_effect.setText(tile_effect(round(size.width() * ratio), round(size.height() * ratio), budget))
+
+    def open_model_test(self) -> None:
+        """The model test, with the fields as they are now (saved or not)."""
+        from pathlib import Path
+
+        from app.domain.paths import default_paths
+        from app.ui.settings.model_test import open_model_test
+
+        data = Path(self.data_folder) if self.data_folder else default_paths().data
+        open_model_test(self, self.value(), data / "evals", self.model_owner)
 
     # ------------------------------------------------------------------ values
     def load(self, s: Settings) -> None:

@@ -7,6 +7,7 @@ import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -20,6 +21,9 @@ from app.setup.flow import Checked
 from app.setup.gpu import GPUReport
 from app.setup.hub import hub_endpoint
 from app.ui.background import Background
+
+if TYPE_CHECKING:
+    from app.eval.trial.lent import ModelOwner
 
 OK_COLOUR, WARN_COLOUR, ERR_COLOUR = "#1b7f3b", "#9a6700", "#b3261e"
 
@@ -89,6 +93,7 @@ class SetupContext(QObject):
         self.probe: Probe | None = None
         self.runner = Background(self, name="deskhand-setup", workers=3)
         self.choice: Callable[[], Checked | None] = lambda: None
+        self.model_owner: ModelOwner | None = None  # in the app, the agent worker: the model test borrows its model
 
     def emit_progress(self, item: object) -> None:
         """From a worker thread; dropped once the window is gone."""

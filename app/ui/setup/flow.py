@@ -5,6 +5,7 @@ fails), and gone as soon as there is one."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QWidget
@@ -14,6 +15,9 @@ from app.domain.settings import Settings
 from app.ui.run.window import MainWindow
 from app.ui.window_memory import WindowMemory
 
+if TYPE_CHECKING:
+    from app.eval.trial.lent import ModelOwner
+
 NO_MODEL = ("<b>No model is set up yet.</b><br>→ Run the setup to download or choose one, or pick the model "
             "files in Settings.")
 
@@ -22,9 +26,10 @@ class SetupFlow(QObject):
     finished = Signal(object)  # the Settings the wizard saved
 
     def __init__(self, main: MainWindow, paths: Paths, windows: WindowMemory, settings: Callable[[], Settings],
-                 enabled: bool = True, parent: QObject | None = None) -> None:
+                 enabled: bool = True, parent: QObject | None = None, model_owner: ModelOwner | None = None) -> None:
         super().__init__(parent)
         self.main, self.paths, self.windows, self.settings, self.enabled = main, paths, windows, settings, enabled
+        self.model_owner = model_owner  # the agent worker (its model is lent to the model test)
         self.wizard: QWidget | None = None
 
     def ready(self) -> bool:
@@ -57,7 +62,7 @@ class SetupFlow(QObject):
             return False
         from app.ui.setup.wizard import SetupWizard
 
-        wizard = SetupWizard(self.paths, self.settings(), parent=self.main)
+        wizard = SetupWizard(self.paths, self.settings(), parent=self.main, model_owner=self.model_owner)
         wizard.setWindowModality(Qt.WindowModality.WindowModal)
         wizard.setup_finished.connect(self._finished)
         wizard.rejected.connect(self._cancelled)

@@ -118,10 +118,32 @@ class FinishPage(QWizardPage):
         self.setSubTitle("You can change the model later in Settings.")
         self.summary = label()
         self.error = label()
+        self.test_button = QPushButton("Test it on this computer…")
+        self.test_button.setToolTip("Optional: how often the model finds things on 50 screenshots of a public "
+                                    "benchmark, and how long a step takes here")
+        self.test_button.clicked.connect(self.open_model_test)
+        self.test_note = label("Optional, a few minutes: how often it finds things on screenshots of a public "
+                               "benchmark, and how long a step takes here.")
+        self.test_note.setStyleSheet("color: #4b5563;")
+        test_row = QHBoxLayout()
+        test_row.addWidget(self.test_button)
+        test_row.addWidget(self.test_note, 1)
         lay = QVBoxLayout(self)
         lay.addWidget(self.summary)
+        lay.addLayout(test_row)
         lay.addWidget(self.error)
         lay.addStretch(1)
+
+    def open_model_test(self) -> None:
+        """The model test with the settings Finish will save (the chosen files, a context that fits)."""
+        from app.setup.flow import chosen_settings
+        from app.ui.settings.model_test import open_model_test
+
+        c = self.ctx.choice()
+        if c is not None:
+            gpu = self.ctx.probe.gpu if self.ctx.probe else None
+            open_model_test(self, chosen_settings(self.ctx.settings, c, gpu), self.ctx.paths.data / "evals",
+                            self.ctx.model_owner)
 
     def nextId(self) -> int:
         return -1  # the last page shown (the conversion page, added after it, is reached only from the choice)

@@ -7,6 +7,8 @@ thread never waits for the disk, nvidia-smi or the network. Finishing saves text
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget, QWizard
 
@@ -20,17 +22,22 @@ from app.ui.setup.context import Probe, SetupContext, error_html
 from app.ui.setup.convert_page import ConvertPage
 from app.ui.setup.pages import FinishPage, GpuPage
 
+if TYPE_CHECKING:
+    from app.eval.trial.lent import ModelOwner
+
 __all__ = ["SetupWizard", "should_show_setup"]
 
 
 class SetupWizard(QWizard):
     setup_finished = Signal(object)  # the saved Settings
 
-    def __init__(self, paths: Paths, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(self, paths: Paths, settings: Settings, parent: QWidget | None = None,
+                 model_owner: ModelOwner | None = None) -> None:
         super().__init__(parent)
         self.paths, self.settings = paths, settings
         self.saved: Settings | None = None
         self.context = SetupContext(paths, settings, self)
+        self.context.model_owner = model_owner  # the agent worker, in the app (the model test borrows its model)
         self.setWindowTitle("Deskhand setup")
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage, True)

@@ -43,6 +43,8 @@ log = logging.getLogger("deskhand.ui")
 NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window: closing it quits Deskhand. "
            "(On GNOME, the AppIndicator extension adds a tray.)")
 MAIN_SIZE, HISTORY_SIZE = (1180, 780), (1180, 720)
+MODEL_TEST_RUNNING = ("<b>The model test is using the model.</b> Start the task when the test ends, or stop the "
+                      "test (Settings → Model → Test on this computer).")
 
 
 class Application(QObject):
@@ -74,7 +76,8 @@ class Application(QObject):
         self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self)
         self.settings_watch = SettingsWatch(paths.settings_file, self.background, self)
         self.settings_watch.changed.connect(self._settings_changed_on_disk)
-        self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self)
+        self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self,
+                               model_owner=self.host.worker)
         self.setup.finished.connect(self._setup_finished)
         self.history: HistoryWindow | None = None
         self.settings_dialog: SettingsDialog | None = None
@@ -192,11 +195,22 @@ class Application(QObject):
             self.main.set_task(task)
             self.setup.offer()
             return False
+        if self.model_test_running():
+            self.main.set_task(task)
+            return False
         if self.presenter.running or not self.host.start_task(task, self.settings):
             self.queue.add(task)  # it waits, visibly, and is offered when the run ends
             return False
         self.presenter.begin(self.settings.approval_policy == "auto_approve_safe")
         self.queue.run_started(task)
+        return True
+
+    def model_test_running(self) -> bool:
+        """The model test has borrowed the model: a task is not queued behind it (no run ends to start it), and
+        the status area says why."""
+        if not self.host.worker.lent:
+            return False
+        self.main.status.show_message(MODEL_TEST_RUNNING, "info", "busy")
         return True
 
     def _run_finished(self, e: ev.RunFinished) -> None:
@@ -278,7 +292,7 @@ class Application(QObject):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return
-        dialog = SettingsDialog(self.settings, self.warnings, str(self.paths.data), self.main)
+        dialog = SettingsDialog(self.settings, self.warnings, str(self.paths.data), self.main, self.host.worker)
         dialog.saved.connect(lambda s: self.save_settings(changed_in_dialog(self.settings, dialog.original, s)))
         dialog.setup_requested.connect(self._setup_from_settings)
         dialog.token_changed.connect(self._save_token)
