@@ -73,6 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--compare", type=_compare, metavar="SETTING=A,B", help="two settings side by side on the "
                    "same items: tile-budget=12,7 or thinking=on,off")
     g.set_defaults(func=run)
+    from app.cli.eval_tasks_cmd import register_tasks
+
+    register_tasks(kinds)
 
 
 def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
