@@ -161,6 +161,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def load_task(folder: Path) -> SuiteTask:
     """The task in `folder`; TaskFolderError saying what is wrong."""
+    folder = folder.resolve()  # its setup runs in the work folder; {task_dir} is filled in anywhere
     d = _read_json(folder / TASK_FILE)
     saved = None
     if "saved_task" in d:

@@ -141,7 +141,8 @@ def _display_for(opts: SuiteOptions, folder: Path) -> Iterator[str]:
         yield d.display
 
 
-def _checks(task: SuiteTask, ready: Prepared, values: dict[str, str], answer: str) -> list[dict[str, Any]]:
+def judge(task: SuiteTask, ready: Prepared, values: dict[str, str], answer: str) -> list[dict[str, Any]]:
+    """The task's checks (check.py, then the saved task's own) on the screen and files as the run left them."""
     out = []
     place = CheckPlace(ready.home, ready.work, ready.display, answer, task.folder, ready.app_log, ready.env)
     if task.check_code:
@@ -205,7 +206,7 @@ def run_one(task: SuiteTask, opts: SuiteOptions, engine: SharedEngine, token: Ca
             if token.cancelled:
                 result.status, result.said = STOPPED, run.message
                 return result
-            result.checks = _checks(task, ready, values, run.answer)
+            result.checks = judge(task, ready, values, run.answer)
             _verdict(result, run)
     except TaskSkipped as exc:
         result.status, result.said = SKIPPED, exc.what
