@@ -1,11 +1,12 @@
 """A region of the screen that should look as it did when the task was saved (a result shown in a window, a
 status line), compared with a tolerance that survives small rendering differences and nothing more.
 
-The recorded picture is looked for within SHIFT pixels of its place (a window a few pixels off), aligned by
-correlation (a small change of brightness or contrast, a theme, is absorbed), then compared pixel by pixel:
-after matching the mean brightness, at most MAX_CHANGED of its pixels may differ by more than PIXEL_TOLERANCE
-grey levels. So a different digit in a calculator's display fails it, an anti-aliased edge does not. Choose a
-region that holds just what should be there: a change that is small against a large region goes unnoticed.
+The recorded picture is looked for within SHIFT pixels of its place (a window a few pixels off) and aligned
+by correlation; what is there is then brought to the recorded brightness and contrast (a theme, a dimmed screen)
+and compared pixel by pixel: a pixel differs when it is more than PIXEL_TOLERANCE grey levels off, and at most
+MAX_CHANGED_OF_INK of the recorded picture's drawn pixels (those standing out from its background) may differ.
+So another digit in a calculator's display fails it, an anti-aliased edge does not. Choose a region that holds
+just what should be there (a window's whole content changes in many ways that do not matter).
 """
 
 from __future__ import annotations
@@ -19,18 +20,25 @@ from app.desktop.locate import MIN_CONTRAST, ncc_map
 
 SHIFT = 8  # px the region may have moved
 MIN_SCORE = 0.9  # correlation of the aligned region (1.0: identical up to brightness and contrast)
-PIXEL_TOLERANCE = 40  # grey levels
-MAX_CHANGED = 0.02  # of the region's pixels
+PIXEL_TOLERANCE = 48  # grey levels
+MAX_CHANGED_OF_INK = 0.05  # of the recorded picture's drawn pixels
+MIN_ALLOWED = 3  # px that may always differ (a cursor's blink)
 FLAT_TOLERANCE = 12.0  # grey levels between the mean colours of a plain region and what is there now
+MAX_CHANGED_FLAT = 0.02  # of a plain region's pixels
 
 
 def _grey(img: Image.Image) -> np.ndarray:
     return np.asarray(img.convert("L"), dtype=np.float64)
 
 
-def _changed(a: np.ndarray, b: np.ndarray) -> float:
-    d = np.abs((a - a.mean()) - (b - b.mean()))
-    return float((d > PIXEL_TOLERANCE).mean())
+def _differing(want: np.ndarray, now: np.ndarray) -> tuple[int, int, int]:
+    """(pixels that differ, drawn pixels of the recorded picture, how many may differ), with `now` brought to
+    `want`'s brightness and contrast first."""
+    spread = float(now.std())
+    matched = (now - now.mean()) / spread * float(want.std()) + want.mean() if spread > 0 else now
+    changed = int((np.abs(matched - want) > PIXEL_TOLERANCE).sum())
+    ink = int((np.abs(want - np.median(want)) > PIXEL_TOLERANCE).sum())
+    return changed, ink, max(MIN_ALLOWED, int(MAX_CHANGED_OF_INK * ink))
 
 
 def compare_region(screen: Image.Image, region: tuple[int, int, int, int], recorded_png: bytes
@@ -48,23 +56,22 @@ def compare_region(screen: Image.Image, region: tuple[int, int, int, int], recor
     if float(want.std()) < MIN_CONTRAST:  # a plain patch: its colour is what there is to compare
         now = _grey(screen.crop((x, y, x + w, y + h)))
         diff = abs(float(now.mean()) - float(want.mean()))
-        changed = _changed(want, now)
-        ok = diff <= FLAT_TOLERANCE and changed <= MAX_CHANGED
+        changed = float((np.abs(now - want) > PIXEL_TOLERANCE).mean())
+        ok = diff <= FLAT_TOLERANCE and changed <= MAX_CHANGED_FLAT
         return ok, (f"the region is plain as recorded (grey {want.mean():.0f}, now {now.mean():.0f})" if ok else
                     f"the region differs: grey {now.mean():.0f} where it was a plain {want.mean():.0f}"
-                    + (f", {100 * changed:.1f}% of it changed" if changed > MAX_CHANGED else ""))
+                    + (f", {100 * changed:.1f}% of it changed" if changed > MAX_CHANGED_FLAT else ""))
     scores = ncc_map(around, recorded)
     top, left = np.unravel_index(int(np.argmax(scores)), scores.shape)
     score = float(scores[top, left])
-    now = _grey(around.crop((int(left), int(top), int(left) + w, int(top) + h)))
-    changed = _changed(want, now)
+    changed, ink, allowed = _differing(want, _grey(around.crop((int(left), int(top), int(left) + w, int(top) + h))))
     moved = (box[0] + int(left) - x, box[1] + int(top) - y)
     where = f" ({moved[0]:+d},{moved[1]:+d} px from its place)" if moved != (0, 0) else ""
-    if score >= MIN_SCORE and changed <= MAX_CHANGED:
-        return True, f"the region matches the recorded one{where} (correlation {score:.3f}, " \
-                     f"{100 * changed:.1f}% of its pixels differ)"
+    if score >= MIN_SCORE and changed <= allowed:
+        return True, (f"the region matches the recorded one{where} (correlation {score:.3f}; {changed} of its "
+                      f"{ink} drawn pixels differ)")
     return False, (f"the region does not look as recorded: best correlation {score:.3f} (needs {MIN_SCORE}), "
-                   f"{100 * changed:.1f}% of its pixels differ (at most {100 * MAX_CHANGED:g}%)")
+                   f"{changed} of its {ink} drawn pixels differ (at most {allowed})")
 
 
 def grab_screen(monitor: int, display: str | None = None) -> Image.Image:
