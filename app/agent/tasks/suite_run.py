@@ -185,7 +185,8 @@ def run_one(task: SuiteTask, opts: SuiteOptions, engine: SharedEngine, token: Ca
     try:
         with _display_for(opts, logs / "display") as display, prepared(task, display, logs) as ready, \
                 _environment(display):
-            result.app = ready.app.program if ready.app else ""
+            result.app = ("python" if ready.app.program == "{python}" else Path(ready.app.program).name) \
+                if ready.app else ""
             replay = None
             if task.saved is not None:
                 replay = ReplayEngine(task.saved, values, lambda t: (engine.load(None, t), engine)[1])
