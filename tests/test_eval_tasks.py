@@ -66,6 +66,8 @@ def test_region_and_python_checks_are_saved_with_the_task_and_reported_by_task_r
     shown = deskhand("task", "show", "checked").stdout
     assert f"check: the screen at {x},{y} ({w}×{h} px) looks as it did when the task was saved" in shown
     assert "check: the Python check still_there.py passes" in shown
+    as_json = json.loads(deskhand("task", "show", "checked", "--json").stdout)
+    assert as_json["checks"][0]["image_png"].endswith("characters of PNG>") and as_json["version"] == 2
     check.unlink()  # the task file holds the check's code: it runs without the file
 
     target.request("set_text", text="")

@@ -134,6 +134,9 @@ def show_task(args: argparse.Namespace) -> int:
         data = t.as_json()
         for s in data["steps"]:
             s["crop_png"] = f"<{len(s['crop_png'])} characters of PNG>" if s["crop_png"] else ""
+        for c in data["checks"]:
+            if c.get("image_png"):
+                c["image_png"] = f"<{len(c['image_png'])} characters of PNG>"
         print(json_text(data, indent=2))
         return 0
     print(terminal_safe(f"{t.name}: {t.task}"))
