@@ -202,3 +202,27 @@ def test_eval_tasks_refuses_what_it_cannot_run_before_starting(tmp_path):
     no_model = deskhand("eval", "tasks", "--only", "editor-write-note", "--out", str(tmp_path / "o"))
     assert no_model.returncode == 2 and "No engine is set up" in no_model.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_eval_tasks_on_a_display_given_starts_and_stops_the_application_there(desktop, tmp_path, tiny_model_pair):
+    from app.desktop.windows import open_desktop_info
+
+    def titles() -> list[str]:
+        info = open_desktop_info(desktop.display)
+        try:
+            return [w.title for w in info.windows()]
+        finally:
+            info.close()
+
+    suite = tmp_path / "suite"
+    second = {**TARGET_APP, "command": [*TARGET_APP["command"][:4], "900,500", "Deskhand second target"],
+              "window": "Deskhand second target"}
+    suite_task(suite / "second", f"def check(ctx):\n    assert ctx.display == {desktop.display!r}\n"
+               "    return 'Deskhand second target' in ctx.window_titles()\n", task="Look at the window.",
+               app=second, max_steps=1)
+    done = deskhand("eval", "tasks", str(suite), "--display", desktop.display, "--model", str(tiny_model_pair.text),
+                    "--mmproj", str(tiny_model_pair.mmproj), "--out", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    s = json.loads(done.stdout)
+    assert s["display"] == desktop.display and s["results"][0]["status"] == "passed", s["results"]
+    assert "Deskhand second target" not in titles()  # stopped with the task

@@ -60,7 +60,8 @@ def _select(entries: list[Any], only: list[str] | None, limit: int | None) -> li
     return entries
 
 
-def _check_display(args: argparse.Namespace) -> str:
+def _check_display(args: argparse.Namespace) -> tuple[str, bool]:
+    """How the tasks' display is described, and whether a person may be at it."""
     from app.agent.tasks.private_display import missing_programs
     from app.desktop.virtual_display import find_server
 
@@ -69,14 +70,17 @@ def _check_display(args: argparse.Namespace) -> str:
         if missing:
             raise DeskhandError(f"Each task runs on a private display, which needs {' and '.join(missing)} (not "
                                 "installed).", f"apt-get install {' '.join(missing)}, or give --display :N.")
-        return "a private Xvfb + jwm per task"
+        return "a private Xvfb + jwm per task", False
     server = find_server(args.display)
     if not server.virtual and not args.allow_real_display:
         why = server.describe() if server.program else f"Deskhand cannot tell that {args.display} is virtual"
         raise DeskhandError(f"The tasks approve their own steps, and {why}: it may be the desktop someone uses.",
                             "Leave --display out (a private Xvfb per task), or pass --allow-real-display if it "
                             "really is a disposable display.")
-    return str(args.display)
+    if not server.virtual:
+        say(f"warning: {args.display} is not known to be virtual; going ahead because of --allow-real-display "
+            "(the panic hotkey stops a run).")
+    return str(args.display), not server.virtual
 
 
 def _engine(args: argparse.Namespace, settings: Any, tasks: list[Any]) -> Any:
@@ -117,14 +121,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         entries = load_suite(folder)
         tasks = _select(entries, args.only, args.limit)
-        display = _check_display(args)
+        display, person_may_be_present = _check_display(args)
         settings = settings_of(args)
         engine = _engine(args, settings, tasks)
         out = prepare_out(_out(args))
     except DeskhandError as exc:
         say(str(exc))
         return EXIT_USAGE
-    opts = SuiteOptions(settings, default_paths(out / "deskhand").ensure(), out, args.display or "", args.max_steps)
+    opts = SuiteOptions(settings, default_paths(out / "deskhand").ensure(), out, args.display or "", args.max_steps,
+                        person_may_be_present)
     results_file = out / "results.jsonl"
 
     def keep(r: TaskResult) -> None:

@@ -12,6 +12,7 @@ application, or a broken check, is never counted against the model.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from app.domain.proposal import EngineInfo
 from app.domain.settings import Settings
 from app.engine.base import Engine
 
+log = logging.getLogger("deskhand.suite")
 PASSED, FAILED, SKIPPED, ERROR, STOPPED = "passed", "failed", "skipped", "error", "stopped"
 Echo = Callable[[str], None]
 
@@ -72,6 +74,7 @@ class SuiteOptions:
     out: Path  # logs/<task>/ and trajectories/<task>/ go here
     display: str = ""  # "": a private Xvfb per task
     max_steps: int | None = None  # a cap on every task's own limit
+    person_may_be_present: bool = False  # a --display not known to be virtual: the panic hotkey and stops armed
 
 
 class SharedEngine:
@@ -193,7 +196,8 @@ def run_one(task: SuiteTask, opts: SuiteOptions, engine: SharedEngine, token: Ca
                 replay.owns_model = False
             cfg = HeadlessConfig(approve=task.auto_approve, max_steps=steps,
                                  step_limit_hint="Raise the task's max_steps if it needs more.",
-                                 trajectories=opts.out / "trajectories" / task.name, display=display)
+                                 trajectories=opts.out / "trajectories" / task.name, display=display,
+                                 person_may_be_present=opts.person_may_be_present)
             calls = engine.calls
             started = time.monotonic()
             # a token of its own: a run that needs a person ends itself, not the suite
@@ -217,6 +221,9 @@ def run_one(task: SuiteTask, opts: SuiteOptions, engine: SharedEngine, token: Ca
         result.status, result.said = STOPPED, str(exc) or "stopped"
     except DeskhandError as exc:
         result.status, result.said = ERROR, exc.what
+    except Exception as exc:  # a bug here must not cost the other tasks their run; the log has the details
+        log.exception("suite task %s", task.name)
+        result.status, result.said = ERROR, f"Deskhand hit an internal error ({type(exc).__name__}: {exc})"
     return result
 
 
