@@ -226,3 +226,18 @@ def test_eval_tasks_on_a_display_given_starts_and_stops_the_application_there(de
     s = json.loads(done.stdout)
     assert s["display"] == desktop.display and s["results"][0]["status"] == "passed", s["results"]
     assert "Deskhand second target" not in titles()  # stopped with the task
+
+
+def test_a_model_that_cannot_load_is_an_error_of_each_task_not_a_failure_of_the_model(tmp_path, model_factory,
+                                                                                      tiny_model_pair, private_x):
+    suite = tmp_path / "suite"
+    for name in ("first", "second"):
+        suite_task(suite / name, "def check(ctx):\n    return False\n", task="Do nothing at all.", max_steps=1)
+    broken = model_factory.not_gguf(tmp_path)
+    done = deskhand("eval", "tasks", str(suite), "--model", str(broken), "--mmproj", str(tiny_model_pair.mmproj),
+                    "--out", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    s = json.loads(done.stdout)
+    assert [r["status"] for r in s["results"]] == ["error", "error"]
+    assert all(r["said"].startswith("the run could not start: ") and r["model_calls"] == 0 for r in s["results"])
+    assert s["counts"]["failed"] == 0 and s["pass_rate"]["n"] == 0

@@ -61,7 +61,7 @@ def lines(s: dict[str, Any]) -> list[str]:
     out.append(f"{'task':<{width}}  {'result':<8}  {'steps':>5}  {'s/step':>7}  {'model':>5}  why")
     for r in s["results"]:
         out.append(f"{r['name']:<{width}}  {r['status']:<8}  {r['steps']:>5}  {_seconds(r['seconds_per_step']):>7}  "
-                   f"{r['model_calls']:>5}  {r['said']}")
+                   f"{r['model_calls']:>5}  {' '.join(str(r['said']).split())}")
     lo, hi = rate["ci95"]
     out.append(f"passed {c['passed']} of {rate['n']} tried ({100 * rate['accuracy']:.1f}% [{100 * lo:.1f}–"
                f"{100 * hi:.1f}]); failed {c['failed']}, skipped {c['skipped']}, errors {c['error']}"

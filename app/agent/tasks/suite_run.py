@@ -164,8 +164,10 @@ def judge(task: SuiteTask, ready: Prepared, values: dict[str, str], answer: str)
 def _verdict(result: TaskResult, run: HeadlessResult) -> None:
     broken = next((c for c in result.checks if c["status"] == "broken"), None)
     failed = next((c for c in result.checks if c["status"] == "failed"), None)
-    if run.outcome in ("failed", "interrupted") and run.steps == 0:
-        result.status, result.said = ERROR, f"the run could not start: {run.message}"
+    if run.outcome == "interrupted":  # the model server went away: nothing to say about the model
+        result.status, result.said = ERROR, f"the run was interrupted: {run.message}"
+    elif run.outcome == "failed" and result.model_calls == 0 and result.replayed == 0:
+        result.status, result.said = ERROR, f"the run could not start: {run.message}"  # no step was proposed
     elif broken is not None:
         result.status, result.said = ERROR, f"the check could not tell: {broken['said']}"
     elif failed is not None:
