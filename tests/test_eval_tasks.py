@@ -171,7 +171,7 @@ def test_eval_tasks_runs_the_shipped_suite_with_the_tiny_model_and_says_it_faile
     out = tmp_path / "results"
     kinds = ["browser-follow-link", "calculator-multiply", "editor-write-note", "files-count-answer"]
     done = deskhand("eval", "tasks", "--model", str(tiny_model_pair.text), "--mmproj", str(tiny_model_pair.mmproj),
-                    "--max-steps", "1", "--out", str(out), "--only", *kinds)
+                    "--max-steps", "1", "--out", str(out), "--only", ",".join(kinds[:3]), "--only", kinds[3])
     assert done.returncode == 0, done.stderr
     s = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert s["suite"]["folder"] == str(SHIPPED)

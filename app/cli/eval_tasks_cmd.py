@@ -33,7 +33,8 @@ def register_tasks(kinds: argparse._SubParsersAction) -> None:  # type: ignore[t
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("dir", nargs="?", metavar="DIR", help="the suite folder (default: the suite Deskhand ships, "
                    "resources/eval_tasks)")
-    t.add_argument("--only", nargs="+", metavar="NAME", help="just these tasks (folder names)")
+    t.add_argument("--only", action="append", type=_names, metavar="NAME[,NAME…]", help="just these tasks (folder "
+                   "names; repeat it or separate names by commas)")
     t.add_argument("--limit", type=int, metavar="N", help="the first N tasks (by name)")
     t.add_argument("--max-steps", type=step_count, metavar="N", help="a cap on every task's own step limit")
     t.add_argument("--display", metavar=":N", help="run every task on this X display (virtual, with a window "
@@ -46,7 +47,15 @@ def register_tasks(kinds: argparse._SubParsersAction) -> None:  # type: ignore[t
     t.set_defaults(func=run, max_tiles=None)
 
 
-def _select(entries: list[Any], only: list[str] | None, limit: int | None) -> list[Any]:
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give a task's folder name, e.g. --only editor-write-note")
+    return names
+
+
+def _select(entries: list[Any], groups: list[list[str]] | None, limit: int | None) -> list[Any]:
+    only = [n for group in groups or [] for n in group]
     if only:
         names = [e.name for e in entries]
         unknown = [n for n in only if n not in names]
