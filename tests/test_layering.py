@@ -47,6 +47,7 @@ UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup", 
 # sub-package (or "<package>." for the modules directly in a package) -> the sibling groups it must never import
 SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "domain.link": set(),
+    "agent.tasks": set(),  # saved tasks' checks and the live-task suite: may use the whole agent
     "desktop.wayland": {"desktop.accessibility"},
     "desktop.accessibility": {"desktop.wayland"},
     "desktop.attention": {"desktop.wayland", "desktop.accessibility"},

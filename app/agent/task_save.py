@@ -15,7 +15,7 @@ from app.agent.recorder import connect, run_steps
 from app.agent.run_memory import REDACTED
 from app.domain.actions import MODEL_SCALE
 from app.domain.errors import DeskhandError
-from app.domain.saved_task import VARIABLE_RE, SavedStep, SavedTask, Variable, check_name, escape
+from app.domain.saved_task import VARIABLE_RE, SavedStep, SavedTask, SuccessCheck, Variable, check_name, escape
 
 CROP_HALF = 128  # px each side of the target at scale 1; the replay uses the smallest part that is unique
 PERFORMED = ("approve", "edit", "auto")
@@ -122,3 +122,52 @@ def save_run(db: Path, runs_dir: Path, run_id: int, name: str, values: dict[str,
             raise DeskhandError(f"“{v.default}” ({v.name}) is neither in the task nor in any typed text of run "
                                 f"{run_id}.", "Name text the run really typed.")
     return SavedTask(name, task_text, tuple(steps), tuple(variables), answer, run_id, time.time(), run["model"])
+
+
+def last_screenshot(db: Path, runs_dir: Path, run_id: int) -> tuple[Image.Image, int]:
+    """The run's last screenshot (the screen as the run left it, or nearly) and its monitor's number."""
+    con = connect(db)
+    try:
+        rows = run_steps(con, run_id)
+    finally:
+        con.close()
+    for r in reversed(rows):
+        if r["screenshot"] and (runs_dir / str(run_id) / r["screenshot"]).exists():
+            with Image.open(runs_dir / str(run_id) / r["screenshot"]) as img:
+                return img.convert("RGB"), int((r["monitor"] or {}).get("index", 0) or 0)
+    raise DeskhandError(f"Run {run_id} kept no screenshot, so a region of its screen cannot be recorded.",
+                        "Use a file or window check instead, or save a run made with private mode off.")
+
+
+def region_check(db: Path, runs_dir: Path, run_id: int, region: tuple[int, int, int, int]) -> SuccessCheck:
+    """A region check from the run's last screenshot: `region` (x, y, width, height in its pixels)."""
+    from app.agent.tasks.region_check import recorded_region
+
+    image, monitor = last_screenshot(db, runs_dir, run_id)
+    try:
+        png = recorded_region(image, region)
+    except ValueError as exc:
+        raise DeskhandError(f"The region check cannot be recorded: {exc}.",
+                            "Give X,Y,WIDTH,HEIGHT inside the screenshot (pixels from its top-left corner).") from exc
+    return SuccessCheck("region", region=region, image_png=png, monitor=monitor)
+
+
+def python_check(path: Path, timeout_s: float) -> SuccessCheck:
+    """A Python check from its file: the code is kept in the task, so the task file stays the whole task."""
+    from app.agent.tasks.python_check import check_source
+    from app.domain.saved_task import MAX_CHECK_TIMEOUT_S
+
+    try:
+        code = path.expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeskhandError(f"The Python check {path} could not be read: {exc}.", "Give the path of a .py file.") \
+            from exc
+    problem = check_source(code, str(path))
+    if problem:
+        raise DeskhandError(f"The Python check cannot be used: {problem}.",
+                            "It must define `def check(ctx):` returning True, False or a text saying what is "
+                            "wrong (README: Saved tasks).")
+    if not 0 < timeout_s <= MAX_CHECK_TIMEOUT_S:
+        raise DeskhandError(f"--check-timeout {timeout_s:g} is not between 0 and {MAX_CHECK_TIMEOUT_S:g} seconds.",
+                            "Give a few seconds, e.g. --check-timeout 20.")
+    return SuccessCheck("python", path.name, code=code, timeout_s=timeout_s)

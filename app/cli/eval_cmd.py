@@ -75,8 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "same items: tile-budget=12,7 or thinking=on,off")
     g.set_defaults(func=run)
     from app.cli.eval_replay_cmd import register as register_replay
+    from app.cli.eval_tasks_cmd import register_tasks
 
     register_replay(kinds)
+    register_tasks(kinds)
 
 
 def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:

@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     save.add_argument("--check-contains", metavar="TEXT", default="", help="…and holds this text")
     save.add_argument("--check-window", metavar="TITLE", help="success check: a window whose title holds TITLE "
                       "is open after a run")
+    save.add_argument("--check-region", type=_region, metavar="X,Y,W,H", help="success check: this rectangle of "
+                      "the screen (pixels of the run's screenshots) looks as in the run's last screenshot")
+    save.add_argument("--check-python", type=Path, metavar="FILE", help="success check: FILE's function "
+                      "check(ctx) returns True (kept in the task; run in a child process)")
+    save.add_argument("--check-timeout", type=float, default=20.0, metavar="S",
+                      help="seconds the Python check may take (default 20)")
     save.set_defaults(func=save_task)
     run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)",
                           epilog="Exit status as `deskhand run`, and 6: the run answered but a success check of "
@@ -152,6 +158,9 @@ def show_task(args: argparse.Namespace) -> int:
         data = t.as_json()
         for s in data["steps"]:
             s["crop_png"] = f"<{len(s['crop_png'])} characters of PNG>" if s["crop_png"] else ""
+        for c in data["checks"]:
+            if c.get("image_png"):
+                c["image_png"] = f"<{len(c['image_png'])} characters of PNG>"
         print(json_text(data, indent=2))
         return 0
     print(terminal_safe(f"{t.name}: {t.task}"))
@@ -197,11 +206,33 @@ def _checks(args: argparse.Namespace, task: Any) -> tuple[Any, ...]:
         checks.append(SuccessCheck("file", args.check_file, args.check_contains))
     if args.check_window:
         checks.append(SuccessCheck("window", args.check_window))
+    if args.check_region:
+        from app.agent.task_save import region_check
+        from app.domain.paths import default_paths
+
+        paths = default_paths()
+        checks.append(region_check(paths.database, paths.runs, args.run_id, args.check_region))
+    if args.check_python:
+        from app.agent.task_save import python_check
+
+        checks.append(python_check(args.check_python, args.check_timeout))
     probe = {v.name: "x" for v in task.variables}
     for c in checks:  # a misspelt {variable} is said now, not after a run
+        if c.kind in ("region", "python"):
+            continue
         task.render(c.target, probe)
         task.render(c.contains, probe)
     return tuple(checks)
+
+
+def _region(text: str) -> tuple[int, int, int, int]:
+    try:
+        x, y, w, h = (int(v) for v in text.replace(" ", "").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"“{text}”: give X,Y,WIDTH,HEIGHT in pixels, e.g. 40,80,300,60") from None
+    if w < 1 or h < 1 or x < 0 or y < 0:
+        raise argparse.ArgumentTypeError(f"“{text}”: the rectangle must be on the screen and not empty")
+    return x, y, w, h
 
 
 def _values(task: Any, given: dict[str, str]) -> dict[str, str]:
@@ -262,7 +293,8 @@ def run_task(args: argparse.Namespace) -> int:
 
     results = run_checks(saved, values)
     for r in results:
-        _say(f"check {'passed' if r.passed else 'FAILED'}: {r.check.describe()} — {r.said}")
+        verdict = "BROKEN" if r.broken else "passed" if r.passed else "FAILED"
+        _say(f"check {verdict}: {r.check.describe()} — {r.said}")
     return 0 if all(r.passed for r in results) else EXIT_CHECK_FAILED
 
 

@@ -4,6 +4,10 @@ with what identifies its target (a crop of the screenshot around it, the accessi
 The file is JSON ("deskhand-task", versioned), readable and diffable; the crops are PNG in base64 so that one
 file is the whole task (export, import, mail it to a colleague). Passwords are never in it: text that was typed
 into a password field is a secret variable, asked for when the task runs.
+
+Format versions: 1 — steps, variables, file and window checks; 2 — also region and Python checks. A file is
+written with the lowest version that holds everything in it, so a task without the new checks still opens in an
+older Deskhand; a file of a version above VERSION is refused by name.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from PIL import Image
 from app.domain.errors import DeskhandError
 
 FORMAT = "deskhand-task"
-VERSION = 1
+VERSION = 2
 NAME_RE = re.compile(r"^[\w][\w .-]{0,63}$")
 
 
@@ -51,20 +55,70 @@ class SavedStep:
 
 @dataclass(frozen=True)
 class SuccessCheck:
-    """How to tell the task worked: "file" (`target` exists, holding `contains` if given) or "window" (a window
-    whose title holds `target` is on the screen). Both may use {variables}."""
+    """How to tell the task worked:
+    - "file": `target` exists, holding `contains` if given ({variables} allowed in both);
+    - "window": a window whose title holds `target` is on the screen ({variables} allowed);
+    - "region": the screen's rectangle `region` (x, y, width, height in pixels of monitor `monitor`, as the
+      recorded screenshots have them) looks as `image_png` did, up to small rendering differences;
+    - "python": the function `check(ctx)` in `code` (from the file `target`) returns True, run in a child
+      process stopped after `timeout_s` (app.agent.tasks.check_child documents `ctx`)."""
 
     kind: str
-    target: str
+    target: str = ""
     contains: str = ""
+    region: tuple[int, int, int, int] | None = None
+    image_png: bytes = b""
+    monitor: int = 0  # mss numbering; 0: the primary monitor
+    code: str = ""
+    timeout_s: float = 20.0
 
     def describe(self) -> str:
         if self.kind == "file":
             return f"the file {self.target} exists" + (f" and holds “{self.contains}”" if self.contains else "")
+        if self.kind == "region" and self.region is not None:
+            x, y, w, h = self.region
+            return f"the screen at {x},{y} ({w}×{h} px) looks as it did when the task was saved"
+        if self.kind == "python":
+            return f"the Python check {self.target or 'check(ctx)'} passes"
         return f"a window titled “…{self.target}…” is open"
 
+    def as_json(self) -> dict[str, Any]:
+        if self.kind == "region":
+            return {"kind": "region", "region": list(self.region or ()), "monitor": self.monitor,
+                    "image_png": base64.b64encode(self.image_png).decode("ascii")}
+        if self.kind == "python":
+            return {"kind": "python", "target": self.target, "code": self.code, "timeout_s": self.timeout_s}
+        return {"kind": self.kind, "target": self.target, "contains": self.contains}
 
-CHECK_KINDS = ("file", "window")
+
+CHECK_KINDS = ("file", "window", "region", "python")
+CHECK_VERSION = {"file": 1, "window": 1, "region": 2, "python": 2}  # the format version that brought each kind
+MAX_CHECK_TIMEOUT_S = 600.0
+
+
+def check_from_json(c: dict[str, Any]) -> SuccessCheck:
+    """One check from its JSON; ValueError (or KeyError, TypeError) saying what is wrong."""
+    kind = str(c["kind"])
+    if kind not in CHECK_KINDS:
+        raise ValueError(f"a check of an unknown kind {kind!r} (known: {', '.join(CHECK_KINDS)})")
+    if kind == "region":
+        x, y, w, h = (int(v) for v in c["region"])
+        if w < 1 or h < 1 or x < 0 or y < 0:
+            raise ValueError(f"a region check's rectangle {[x, y, w, h]} is empty or off the screen")
+        png = base64.b64decode(c["image_png"], validate=True)
+        with Image.open(io.BytesIO(png)) as img:
+            if img.size != (w, h):
+                raise ValueError(f"a region check's picture is {img.size[0]}×{img.size[1]}, not {w}×{h}")
+        return SuccessCheck("region", region=(x, y, w, h), image_png=png, monitor=int(c.get("monitor", 0)))
+    if kind == "python":
+        code = c["code"]
+        if not isinstance(code, str) or not code.strip():
+            raise ValueError("a Python check holds no code")
+        timeout = float(c.get("timeout_s", 20.0))
+        if not 0 < timeout <= MAX_CHECK_TIMEOUT_S:
+            raise ValueError(f"a Python check's timeout {timeout} s is not in (0, {MAX_CHECK_TIMEOUT_S:g}]")
+        return SuccessCheck("python", str(c.get("target", "")), code=code, timeout_s=timeout)
+    return SuccessCheck(kind, str(c["target"]), str(c.get("contains", "")))
 
 
 @dataclass(frozen=True)
@@ -106,13 +160,17 @@ class SavedTask:
         return {v.name: given.get(v.name, v.default) for v in self.variables
                 if v.name in given or not v.secret or v.default}
 
+    def version(self) -> int:
+        """The lowest format version that holds this task (an older Deskhand still opens a task it can run)."""
+        return max([1, *(CHECK_VERSION[c.kind] for c in self.checks)])
+
     def as_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, "name": self.name, "task": self.task,
+        return {"format": FORMAT, "version": self.version(), "name": self.name, "task": self.task,
                 "variables": [{"name": v.name, "default": "" if v.secret else v.default, "secret": v.secret}
                               for v in self.variables],
                 "answer": self.answer, "source_run": self.source_run, "created_at": self.created_at,
                 "model": self.model, **({"extra": self.extra} if self.extra else {}),
-                "checks": [{"kind": c.kind, "target": c.target, "contains": c.contains} for c in self.checks],
+                "checks": [c.as_json() for c in self.checks],
                 "steps": [{"action": s.action, "description": s.description,
                            "crop_png": base64.b64encode(s.crop_png).decode("ascii") if s.crop_png else "",
                            "crop_offset": list(s.crop_offset),
@@ -157,16 +215,13 @@ def from_json(d: Any, where: str) -> SavedTask:
             s.get("element"), str(s.get("window", "")), str(s.get("raw", ""))) for s in d["steps"])
         variables = tuple(Variable(str(v["name"]), str(v.get("default", "")), bool(v.get("secret", False)))
                           for v in d.get("variables", ()))
-        checks = tuple(SuccessCheck(str(c["kind"]), str(c["target"]), str(c.get("contains", "")))
-                       for c in d.get("checks", ()))
-        if any(c.kind not in CHECK_KINDS for c in checks):
-            raise ValueError(f"a check of an unknown kind (known: {', '.join(CHECK_KINDS)})")
+        checks = tuple(check_from_json(c) for c in d.get("checks", ()))
         task = SavedTask(check_name(str(d["name"])), str(d["task"]), steps, variables, str(d.get("answer", "")),
                          int(d.get("source_run", 0)), float(d.get("created_at", 0.0)), str(d.get("model", "")),
                          dict(d.get("extra", {})), checks)
     except DeskhandError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:  # OSError: a picture PIL cannot read
         raise DeskhandError(f"{where} is damaged: {type(exc).__name__}: {exc}.", keep) from exc
     for s in steps:
         if s.crop_png:

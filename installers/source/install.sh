@@ -52,9 +52,12 @@ fi
 if [ "$MODE" = test ]; then
   # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests; the
   # accessibility bus (at-spi2-core) and GTK dialogs (zenity) for the accessibility tests;
-  # a headless GNOME session (mutter, PipeWire, the portals) for the Wayland tests (about 310 MB).
+  # a headless GNOME session (mutter, PipeWire, the portals) for the Wayland tests (about 310 MB);
+  # the applications of the live-task suite, resources/eval_tasks (an editor, a file manager, a calculator, a
+  # small browser: about 15 MB).
   need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils \
-mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon at-spi2-core zenity"
+mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon at-spi2-core zenity \
+mousepad pcmanfm galculator dillo"
 fi
 if command -v dpkg-query >/dev/null; then
   missing=""

@@ -1,0 +1,202 @@
+"""Success checks beyond files and windows, without a display: a Python check run in a real child process (what
+it returns, raises, or how it hangs or dies, each said specifically), a region compared with its tolerance, the
+task format versions that carry them, and the live-task folder format's own errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageEnhance, ImageFont
+
+from app.agent.task_save import python_check
+from app.agent.tasks.python_check import CheckRequest, check_source, run_python_check
+from app.agent.tasks.region_check import compare_region, recorded_region
+from app.agent.tasks.suite_format import BrokenTask, SuiteTask, load_suite
+from app.domain.errors import DeskhandError
+from app.domain.saved_task import SavedStep, SavedTask, SuccessCheck, from_json, read_task
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, which Deskhand's Qt needs
+
+
+def outcome(code: str, tmp_path: Path, timeout: float = 30.0, **ctx: object):
+    return run_python_check(CheckRequest(code, str(tmp_path / "check.py"), tmp_path, tmp_path, **ctx), timeout)
+
+
+@pytest.mark.parametrize(("code", "status", "said"), [
+    ("def check(ctx):\n    return True\n", "passed", "returned True"),
+    ("def check(ctx):\n    return False\n", "failed", "returned False"),
+    ("def check(ctx):\n    return 'the file is empty'\n", "failed", "the file is empty"),
+    ("def check(ctx):\n    assert ctx.vars['n'] == '2', 'n is not 2'\n    return True\n", "failed", "n is not 2"),
+    ("def check(ctx):\n    x = 1\n    raise ValueError('no such row')\n", "broken",
+     "check.py raised ValueError: no such row (check.py, line 3)"),
+    ("def check(ctx):\n    return None\n", "broken", "returned None; it should return True, False or a text"),
+    ("def check(ctx)\n    return True\n", "broken", "check.py does not compile"),
+    ("def verify(ctx):\n    return True\n", "broken", "defines no function check(ctx)"),
+    ("import no_such_module_here\ndef check(ctx):\n    return True\n", "broken",
+     "raised ModuleNotFoundError while loading"),
+    ("import os\ndef check(ctx):\n    os._exit(3)\n", "broken", "ended with status 3 before it answered"),
+])
+def test_a_python_check_says_passed_failed_or_broken_with_why(code, status, said, tmp_path):
+    got = outcome(code, tmp_path, vars={"n": "1"})
+    assert (got.status, said in got.said) == (status, True), got
+
+
+def test_a_python_check_sees_its_context_and_runs_in_the_work_folder(tmp_path):
+    (tmp_path / "out.txt").write_text("42\n", encoding="utf-8")
+    code = ("import os\nfrom pathlib import Path\n"
+            "def check(ctx):\n"
+            "    assert Path.cwd() == ctx.work and os.environ['HOME'] == str(ctx.home)\n"
+            "    assert ctx.answer == 'done' and ctx.vars == {'who': 'bob'} and ctx.task_dir is None\n"
+            "    return Path('out.txt').read_text().strip() == '42'\n")
+    got = outcome(code, tmp_path, vars={"who": "bob"}, answer="done")
+    assert got.passed, got.said
+
+
+def test_a_hanging_check_is_stopped_with_what_it_started(tmp_path):
+    marker = tmp_path / "still-running"
+    late = f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(marker)!r}).touch()\n"
+    code = ("import subprocess, sys, time\n"
+            "def check(ctx):\n"
+            f"    subprocess.Popen([sys.executable, '-c', {late!r}])\n"
+            "    while True:\n"
+            "        time.sleep(1)\n")
+    got = outcome(code, tmp_path, timeout=1.5)
+    assert got.status == "broken" and "did not finish within 1.5 s and was stopped" in got.said
+    time.sleep(4)  # the grandchild would have written its file by now, had it survived
+    assert not marker.exists()
+
+
+def test_a_check_file_is_refused_before_it_is_kept_when_it_cannot_work(tmp_path):
+    assert check_source("def check(ctx):\n    return True\n", "c.py") is None
+    assert "takes" not in (check_source("def check():\n    return True\n", "c.py") or "")
+    assert "must take one argument" in (check_source("def check():\n    return True\n", "c.py") or "")
+    assert "not async" in (check_source("async def check(ctx):\n    return True\n", "c.py") or "")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def check(ctx):\nreturn 1\n", encoding="utf-8")
+    with pytest.raises(DeskhandError, match=r"bad.py does not compile: expected an indented block"):
+        python_check(bad, 20)
+    good = tmp_path / "good.py"
+    good.write_text("def check(ctx):\n    return True\n", encoding="utf-8")
+    with pytest.raises(DeskhandError, match="--check-timeout 0 is not between"):
+        python_check(good, 0)
+    assert python_check(good, 5).code.startswith("def check")
+
+
+def screen_with(text: str, shift: tuple[int, int] = (0, 0), size: tuple[int, int] = (400, 300)) -> Image.Image:
+    """A calculator's display, as it were: a framed box with a number in a large font."""
+    img = Image.new("RGB", size, (240, 240, 240))
+    d = ImageDraw.Draw(img)
+    x, y = 100 + shift[0], 100 + shift[1]
+    d.rectangle((x, y, x + 160, y + 40), outline=(40, 40, 40), fill=(255, 255, 255))
+    d.text((x + 10, y + 4), text, fill=(0, 0, 0), font=ImageFont.truetype(FONT, 28))
+    return img
+
+
+def test_a_region_matches_through_small_shifts_and_brightness_but_not_another_text():
+    region = (95, 95, 170, 50)
+    png = recorded_region(screen_with("1591"), region)
+    assert compare_region(screen_with("1591"), region, png)[0]
+    moved = compare_region(screen_with("1591", shift=(3, -2)), region, png)
+    assert moved[0] and "(+3,-2 px from its place)" in moved[1]
+    dimmer = ImageEnhance.Brightness(screen_with("1591")).enhance(0.9)
+    assert compare_region(dimmer, region, png)[0]
+    other = compare_region(screen_with("1597"), region, png)
+    assert not other[0] and "does not look as recorded" in other[1]
+    far = compare_region(screen_with("1591", shift=(40, 0)), region, png)
+    assert not far[0]
+    small = compare_region(screen_with("1591", size=(200, 120)), region, png)
+    assert not small[0] and "outside the screen (200×120)" in small[1]
+    with pytest.raises(ValueError, match="does not fit in the run's screenshot"):
+        recorded_region(screen_with("x"), (390, 10, 20, 20))
+
+
+def test_a_plain_region_is_compared_by_its_colour():
+    plain = Image.new("RGB", (100, 100), (30, 120, 200))
+    png = recorded_region(plain, (10, 10, 30, 30))
+    assert compare_region(plain, (10, 10, 30, 30), png)[0]
+    red = Image.new("RGB", (100, 100), (220, 30, 30))
+    ok, said = compare_region(red, (10, 10, 30, 30), png)
+    assert not ok and "where it was a plain" in said
+
+
+def task_with(*checks: SuccessCheck) -> SavedTask:
+    step = SavedStep({"tool_name": "key", "keys": ["ctrl", "s"]}, "save")
+    return SavedTask("t", "do it", (step,), checks=checks)
+
+
+def test_the_task_format_version_is_the_lowest_that_holds_the_task(tmp_path):
+    old = task_with(SuccessCheck("file", "~/x.txt", "done"))
+    assert old.as_json()["version"] == 1  # an older Deskhand still opens it
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 3), (1, 2, 3)).save(buf, "PNG")
+    new = task_with(SuccessCheck("region", region=(1, 2, 4, 3), image_png=buf.getvalue(), monitor=1),
+                    SuccessCheck("python", "check.py", code="def check(ctx):\n    return True\n", timeout_s=5))
+    data = json.loads(json.dumps(new.as_json()))
+    assert data["version"] == 2
+    back = from_json(data, "The task file t")
+    assert back.checks == new.checks and back.checks[0].describe().startswith("the screen at 1,2 (4×3 px)")
+    newer = tmp_path / "newer.deskhand-task.json"
+    newer.write_text(json.dumps({**data, "version": 3}), encoding="utf-8")
+    with pytest.raises(DeskhandError, match=r"saved by a newer Deskhand \(task format 3; this one reads 2\)"):
+        read_task(newer)
+    for broken, said in (({"kind": "region", "region": [1, 2, 5, 3], "image_png": data["checks"][0]["image_png"]},
+                          "picture is 4×3, not 5×3"),
+                         ({"kind": "python", "code": " "}, "holds no code"),
+                         ({"kind": "python", "code": "x", "timeout_s": 9999}, "timeout 9999.0 s is not in"),
+                         ({"kind": "sound", "target": "x"}, "unknown kind 'sound'")):
+        path = tmp_path / "damaged.deskhand-task.json"
+        path.write_text(json.dumps({**data, "checks": [broken]}), encoding="utf-8")
+        with pytest.raises(DeskhandError, match="is damaged") as err:
+            read_task(path)
+        assert said in str(err.value) and "left as it is" in str(err.value)
+
+
+def write_task(folder: Path, task_json: object, check: str | None = "def check(ctx):\n    return True\n") -> None:
+    folder.mkdir(parents=True)
+    (folder / "task.json").write_text(task_json if isinstance(task_json, str) else json.dumps(task_json),
+                                      encoding="utf-8")
+    if check is not None:
+        (folder / "check.py").write_text(check, encoding="utf-8")
+
+
+def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tmp_path):
+    base = {"format": "deskhand-suite-task", "version": 1, "task": "Do a thing.",
+            "app": {"command": ["true"], "window": "x"}}
+    write_task(tmp_path / "a-good", base)
+    write_task(tmp_path / "b-not-json", '{"format": "deskhand-suite-task",\n "version": 1 "task": "x"}')
+    write_task(tmp_path / "c-no-check", base, check=None)
+    write_task(tmp_path / "d-newer", {**base, "version": 2})
+    write_task(tmp_path / "e-steps", {**base, "max_steps": 0})
+    write_task(tmp_path / "f-approve", {**base, "auto_approve": "sometimes"})
+    write_task(tmp_path / "g-typo", {**base, "max_step": 5})
+    write_task(tmp_path / "h-escape", {**base, "files": {"../outside.txt": "x"}})
+    write_task(tmp_path / "i-check-syntax", base, check="def check(ctx):\n  return (\n")
+    write_task(tmp_path / "j-saved-missing", {**base, "saved_task": "nope.deskhand-task.json"})
+    write_task(tmp_path / "k-command", {**base, "app": {"command": "mousepad"}})
+    (tmp_path / "l-empty").mkdir()
+    entries = {e.name: e for e in load_suite(tmp_path)}
+    assert isinstance(entries["a-good"], SuiteTask) and entries["a-good"].max_steps == 15
+    said = {n: e.problem for n, e in entries.items() if isinstance(e, BrokenTask)}
+    assert said == {
+        "b-not-json": "task.json is not JSON (line 2, column 15: Expecting ',' delimiter)",
+        "c-no-check": "check.py is missing: every task needs a success check in code (def check(ctx) -> bool | "
+                      "str), or a saved task with checks of its own",
+        "d-newer": "task.json was written for a newer Deskhand (suite task format 2; this one reads 1)",
+        "e-steps": "task.json: “max_steps” should be a whole number from 1 to 1000, not 0",
+        "f-approve": "task.json: “auto_approve” should be safe or all, not \"sometimes\"",
+        "g-typo": said["g-typo"],
+        "h-escape": "task.json: the file name '../outside.txt' in “files” must stay inside the work folder",
+        "i-check-syntax": said["i-check-syntax"],
+        "j-saved-missing": said["j-saved-missing"],
+        "k-command": "task.json: “app”'s “command” should be a list of texts (the program, then its arguments)",
+        "l-empty": "task.json is missing (every task folder needs one)",
+    }
+    assert said["g-typo"].startswith("task.json: unknown key “max_step” (known: app, auto_approve")
+    assert said["i-check-syntax"].startswith("check.py does not compile: ")
+    assert said["j-saved-missing"].startswith("its saved task: There is no task file ")
+    with pytest.raises(DeskhandError, match="does not exist"):
+        load_suite(tmp_path / "nowhere")
