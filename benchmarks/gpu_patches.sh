@@ -83,7 +83,8 @@ run_all() {
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
   # the issue's figures, alternating builds
   step plain 12b-plain m12 --modes approval,auto --logits-out "$R/logits-12b-plain.npy"
-  step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"
+  step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy" \
+    --levers --lever auto_grouped_encode --lever-steps "${STEPS:-20}"
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
   # what each patch does on its own

@@ -193,8 +193,9 @@ class LlamaRuntime:
         p.print_timings = False
         p.n_threads = threads
         p.warmup = False
-        # tiles the session evaluates in one batch go through the encoder in one pass (vision.encode_tiles)
-        p.batch_max_tokens = max(self.options.n_batch, 1)
+        # a screenshot's tiles go through the encoder in one pass where the projector batches (vision.encode_tiles):
+        # 16 tiles of 256 tokens, more than the largest tile budget's
+        p.batch_max_tokens = 4096
         if self.options.image_min_tokens > 0:
             p.image_min_tokens = self.options.image_min_tokens
         if self.options.image_max_tokens > 0:
