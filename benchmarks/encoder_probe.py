@@ -25,7 +25,7 @@ from app.domain.cancel import CancelToken
 from app.engine.dynamic_image import fit_to_layout, layout_for
 from app.engine.family import resolve_profile
 from app.engine.llama import vision
-from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions
+from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions, recent_log
 from app.engine.profile import DynamicImageSpec
 from app.engine.tiling import choose_grid, tile_image
 from benchmarks.step_modes import screenshots
@@ -86,6 +86,10 @@ def probe(model: str, mmproj: str, repeats: int) -> dict[str, Any]:
                 mtmd.mtmd_input_chunks_free(chunks)
 
         res["one_by_one_ms"], ref = _ms(one_by_one, repeats)
+        # what clip said when it allocated its graph at the first encode: splits, unsupported ops, flash attention
+        res["clip_log"] = [ln for ln in recent_log(200).splitlines()
+                           if any(k in ln for k in ("graph splits", "unsupported", "flash attention", "compute buffer",
+                                                    "WARNING", ": type = "))][-30:]
         res["preprocess_ms"], _ = _ms(preprocess, repeats)
         res["tokens"] = int(sum(e.shape[0] for e in ref))
         if len(bitmaps) > 1:

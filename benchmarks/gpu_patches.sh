@@ -105,6 +105,15 @@ run_all() {
   step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
   step plain 12b-plain-ub2048 m12 --modes auto --ubatch 2048
   step patched 4b-patched-ub2048 m4 --modes auto --thinking off --ubatch 2048
+  # the host's share: a Python profile of auto-approved steps on the patched build
+  for m in m12 m4; do
+    PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m cProfile -o "$R/host-$m.prof" -m benchmarks.engine_step \
+      --model "$(field $m quantized)" --mmproj "$(field $m mmproj)" --out "$R/host" --modes auto --thinking off \
+      --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps 8 >"$R/host-$m.log" 2>&1 || true
+    PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -c 'import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats("tottime").print_stats(40)' \
+      "$R/host-$m.prof" >"$R/host-$m.txt" 2>&1 || true
+    note "host profile $m done"
+  done
   note "done"
 }
 
