@@ -63,7 +63,6 @@ def lever_modes(a: argparse.Namespace) -> list[Mode]:
     return [dataclasses.replace(auto, name="auto_sliding", drop="sliding"),
             dataclasses.replace(auto, name="auto_no_fast_forward", fast_forward=False),
             dataclasses.replace(auto, name="auto_no_overlap", overlap=False),
-            dataclasses.replace(auto, name="auto_grouped_encode", whole=False),
             dataclasses.replace(auto, name="auto_whole_answer", answer_tokens=None),
             dataclasses.replace(auto, name="auto_whole_answer_no_fast_forward", answer_tokens=None, fast_forward=False),
             Mode("before_prefetch", prefetch="between", act_s=0.0, **old),  # type: ignore[arg-type]

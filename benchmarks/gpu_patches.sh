@@ -62,6 +62,16 @@ probe() {  # build, tag, model folder, module, arguments... (environment through
   note "$tag done"
 }
 
+host_profile() {  # the host's share: a Python profile of auto-approved steps on the patched build
+  local m=$1
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m cProfile -o "$R/host-$m.prof" -m benchmarks.engine_step \
+    --model "$(field $m quantized)" --mmproj "$(field $m mmproj)" --out "$R/host" --modes auto --thinking off \
+    --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps 8 >"$R/host-$m.log" 2>&1 || true
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -c 'import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats("tottime").print_stats(40)' \
+    "$R/host-$m.prof" >"$R/host-$m.txt" 2>&1 || true
+  note "host profile $m done"
+}
+
 run_all() {
   cd "$ROOT"
   mkdir -p "$WORK"/{common,cpu,plain,patched} "$R"
@@ -83,10 +93,14 @@ run_all() {
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
   # the issue's figures, alternating builds
   step plain 12b-plain m12 --modes approval,auto --logits-out "$R/logits-12b-plain.npy"
-  step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy" \
-    --levers --lever auto_grouped_encode --lever-steps "${STEPS:-20}"
+  step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
+  if [ "${QUICK:-0}" = 1 ]; then  # the issue's figures and a host profile only
+    host_profile m4
+    note "done"
+    return 0
+  fi
   # what each patch does on its own
   probe plain enc-12b-plain m12 encoder_probe --json "$R/enc-12b-plain.json"
   probe patched enc-12b-patched m12 encoder_probe --json "$R/enc-12b-patched.json"
@@ -105,15 +119,8 @@ run_all() {
   step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
   step plain 12b-plain-ub2048 m12 --modes auto --ubatch 2048
   step patched 4b-patched-ub2048 m4 --modes auto --thinking off --ubatch 2048
-  # the host's share: a Python profile of auto-approved steps on the patched build
-  for m in m12 m4; do
-    PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m cProfile -o "$R/host-$m.prof" -m benchmarks.engine_step \
-      --model "$(field $m quantized)" --mmproj "$(field $m mmproj)" --out "$R/host" --modes auto --thinking off \
-      --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps 8 >"$R/host-$m.log" 2>&1 || true
-    PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -c 'import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats("tottime").print_stats(40)' \
-      "$R/host-$m.prof" >"$R/host-$m.txt" 2>&1 || true
-    note "host profile $m done"
-  done
+  host_profile m12
+  host_profile m4
   note "done"
 }
 

@@ -118,7 +118,6 @@ class Mode:
     overlap: bool | None = None
     answer_tokens: int | None = 60  # None: the whole click answer
     tiles: int | None = None  # the tile budget (Settings → Model → Screenshot detail); None: the profile's
-    whole: bool | None = None  # all tiles of a screenshot in one encoder pass where the projector batches
 
 
 def configure(engine: LocalEngine, mode: Mode) -> None:
@@ -136,7 +135,6 @@ def configure(engine: LocalEngine, mode: Mode) -> None:
         session.images.spec = p.image  # type: ignore[union-attr]
     if mode.overlap is not None:
         session.overlap_encode = mode.overlap  # type: ignore[union-attr]
-    session.images.whole_screenshots = mode.whole is not False  # type: ignore[union-attr]
 
 
 def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSampler | ReasoningSampler]:

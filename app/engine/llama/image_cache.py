@@ -18,7 +18,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelLoadError
 from app.engine.dynamic_image import DynamicLayout, fit_to_layout, layout_for
 from app.engine.llama.runtime import LlamaRuntime
-from app.engine.llama.vision import EncodedImage, can_batch_tiles, decode_image, encode_image, encode_tiles
+from app.engine.llama.vision import EncodedImage, decode_image, encode_image, encode_tiles
 from app.engine.profile import DynamicImageSpec, ImageSpec
 from app.engine.tiling import TileGrid, choose_grid, tile_image
 
@@ -43,11 +43,6 @@ class ImageCache:
         self._bitmaps: dict[str, list[Image.Image]] = {}  # the tiles of a screenshot until all are encoded
         self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
-        # Where the projector encodes several tiles in one pass (vision.can_batch_tiles), all tiles of a screenshot
-        # go through the encoder together at its first tile; otherwise a decode batch's tiles at a time, so that
-        # the encoder works while the GPU still evaluates the previous batch.
-        self.whole_screenshots = True
-        self._batches: bool | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -90,8 +85,6 @@ class ImageCache:
         if tiles[index] is None:
             token.check()
             assert isinstance(self.spec, ImageSpec)
-            if self.whole_screenshots and self.batches_tiles():
-                together = range(len(tiles))
             todo = [index] + [i for i in together if i != index and tiles[i] is None]
             for i, new in zip(todo, encode_tiles(self.rt, [self._bitmaps[digest][i] for i in todo]), strict=True):
                 if new.shape[0] != self.spec.tokens_per_tile:
@@ -106,12 +99,6 @@ class ImageCache:
         emb = tiles[index]
         assert emb is not None
         return emb
-
-    def batches_tiles(self) -> bool:
-        if self._batches is None:
-            assert isinstance(self.spec, ImageSpec)
-            self._batches = can_batch_tiles(self.rt, self.spec.tile_size)
-        return self._batches
 
     def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
         """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""

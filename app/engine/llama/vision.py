@@ -99,19 +99,6 @@ def encode_image(rt: LlamaRuntime, image: Image.Image, *, keep_chunk: bool) -> E
 BATCH_FULL, CANNOT_BATCH = 2, 3  # mtmd_batch_add_chunk: the chunk did not fit, or cannot join this batch
 
 
-def can_batch_tiles(rt: LlamaRuntime, size: int) -> bool:
-    """Whether mtmd takes two tiles of this size into one encoder pass (nemotron_v2_vl with Deskhand's llama.cpp
-    patch 0001): asked of two blank tiles, which are prepared on the CPU and never encoded."""
-    made = [_tokenize(rt, Image.new("RGB", (size, size))) for _ in range(2)]
-    batch = mtmd.mtmd_batch_init(rt.mctx)
-    try:
-        return all(mtmd.mtmd_batch_add_chunk(batch, chunk) == 0 for _, chunk in made)
-    finally:
-        mtmd.mtmd_batch_free(batch)
-        for chunks, _ in made:
-            mtmd.mtmd_input_chunks_free(chunks)
-
-
 def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]:
     """Tiles of one size through the vision encoder in as few passes as mtmd allows: mtmd's batch API puts them
     into one encoder graph where the projector can batch (nemotron_v2_vl with Deskhand's llama.cpp patch 0001,
