@@ -96,7 +96,8 @@ run_all() {
   step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
-  if [ "${QUICK:-0}" = 1 ]; then  # the figures and a host profile only
+  if [ "${QUICK:-0}" = 1 ]; then  # the figures, larger micro-batches for the 12B, a host profile
+    step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
     host_profile m4
     note "done"
     return 0
