@@ -106,8 +106,9 @@ def test_one_encoder_pass_gives_a_screenshot_s_tiles_the_embeddings_of_the_one_b
     from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions
     from app.engine.tiling import choose_grid, tile_image
 
-    rt = LlamaRuntime(str(tiny_model_pair.text), str(tiny_model_pair.mmproj), RuntimeOptions(n_ctx=4096),
-                      None, CancelToken())
+    # a batch of 4096 tokens: mtmd may put up to a batch's worth of tiles (16) into one encoder pass
+    rt = LlamaRuntime(str(tiny_model_pair.text), str(tiny_model_pair.mmproj),
+                      RuntimeOptions(n_ctx=4096, n_batch=4096), None, CancelToken())
     try:
         shot = Image.new("RGB", (1920, 1080), (40, 44, 52))
         d = ImageDraw.Draw(shot)
