@@ -159,7 +159,8 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
     todo = [(md, n, a.steps) for md, n in main_modes(a) if (a.modes is None or md.name in a.modes)
             and (md.tiles is None or isinstance(profile.image, ImageSpec))]  # Qwen-VL images have no tiles
     if a.levers:
-        todo += [(md, 1, min(a.lever_steps, a.steps)) for md in lever_modes(a)]
+        todo += [(md, 1, min(a.lever_steps, a.steps)) for md in lever_modes(a)
+                 if a.lever is None or md.name in a.lever]
     for mode, repeats, steps in todo:
         engine.profile = profile
         configure(engine, mode)
@@ -299,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", type=lambda s: s.split(","), default=None,
                    help="comma-separated main modes (default: prefetch,approval,auto,no_prefetch,reeval)")
     p.add_argument("--no-levers", dest="levers", action="store_false", help="skip the lever runs")
+    p.add_argument("--levers", dest="levers", action="store_true", help="run the lever runs (the default)")
     p.add_argument("--lever-steps", type=int, default=8, help="steps of each lever run")
+    p.add_argument("--lever", action="append", default=None, help="run only this lever mode (repeatable)")
     p.add_argument("--tile-budget", type=int, default=7,
                    help="also run auto-approve with this tile budget (0: not): 2-7 make a 16:9 screen 2×1 + thumbnail")
     p.add_argument("--no-op-profile", dest="op_profile", action="store_false",

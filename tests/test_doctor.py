@@ -66,6 +66,9 @@ def test_no_display_and_no_model_fails_with_fixes(tmp_path):
     assert run.returncode == 1, out + run.stderr
     assert line(out, "Python").startswith("[ OK ]") and "llama-cpp-python 0.3.36" in line(out, "Packages")
     assert line(out, "llama-cpp-python").startswith("[ OK ]") and "CPU build (no GPU offload)" in out
+    from app.engine.llama.library import patch_set  # names Deskhand's llama.cpp patch set in this build
+
+    assert patch_set().describe() in line(out, "llama-cpp-python")
     assert line(out, "GPU").startswith("[WARN]") and "nvidia-smi was not found" in line(out, "GPU")
     display = line(out, "Display server")
     assert display.startswith("[FAIL]") and "DISPLAY is not set" in display

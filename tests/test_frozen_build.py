@@ -180,6 +180,9 @@ def test_self_test_runs_from_source_with_a_model(tiny_model_pair, tmp_path):
     assert_self_test_passed(r, "import app", "resources", "icons", "Qt application", "Qt SVG icon", "llama.cpp",
                             "GPU offload", "model load", "model proposal", "child environment")
     assert "platform “offscreen”" in r.stdout
+    from app.engine.llama.library import patch_set  # which of Deskhand's llama.cpp patches this build carries
+
+    assert patch_set().describe() in next(ln for ln in r.stdout.splitlines() if ln.startswith("PASS  llama.cpp"))
 
 
 def test_self_test_fails_on_half_a_model_pair(tmp_path):

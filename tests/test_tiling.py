@@ -73,3 +73,17 @@ def test_parallel_stretch_matches_a_plain_bicubic_resize(size):
     assert (ours == two_pass).all()  # exactly Pillow's separable bicubic, band by band
     if size == (1920, 1080):
         assert (ours == np.asarray(img.resize(g.resized, Image.Resampling.BICUBIC), dtype=int)).all()
+
+
+def test_a_screenshot_stretched_to_a_qwen_layout_is_pillow_s_resize():
+    """Holo3.1: 1920×1080 → 1920×1088 (the height alone changes) is stretched in column bands on several cores, with
+    exactly Pillow's pixels; a layout that changes both sides keeps Pillow's own resize."""
+    import numpy as np
+
+    from app.engine.dynamic_image import DynamicLayout, fit_to_layout
+
+    img = Image.effect_noise((1920, 1080), 70).convert("RGB")
+    for w, h in ((1920, 1088), (1344, 768)):
+        lay = DynamicLayout(w, h, 32)
+        got = np.asarray(fit_to_layout(img, lay), dtype=int)
+        assert (got == np.asarray(img.resize((w, h), Image.Resampling.BICUBIC), dtype=int)).all()

@@ -19,7 +19,7 @@ def check_llama(r: Report) -> bool:
             if not any(n.startswith((f"lib{needed}.", f"{needed}.")) for n in b.libraries):
                 raise Failed(f"no {needed} library in {b.lib_dir}")
         state["build"] = b
-        return (f"llama-cpp-python {b.version}; mtmd (media marker {b.media_marker}); "
+        return (f"llama-cpp-python {b.version}; {b.patches.describe()}; mtmd (media marker {b.media_marker}); "
                 f"{len(b.libraries)} files in {b.lib_dir}")
 
     if r.check("llama.cpp", imports) is None:

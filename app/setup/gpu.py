@@ -43,6 +43,7 @@ class GPUReport:
     offload: bool | None  # llama-cpp-python built with GPU support; None: it cannot be imported
     llama_version: str  # "" when not installed
     llama_error: str = ""
+    llama_patches: str = ""  # Deskhand's llama.cpp patches in this build, in words
 
     @property
     def best(self) -> GPU | None:
@@ -125,7 +126,12 @@ def llama_status() -> tuple[bool | None, str, str]:
 def gpu_report(nvidia_smi: str | None = None) -> GPUReport:
     gpus, detail = detect_gpus(nvidia_smi)
     offload, version, error = llama_status()
-    return GPUReport(gpus, detail, offload, version, error)
+    patches = ""
+    if version:
+        from app.engine.llama import library
+
+        patches = library.patch_set().describe()
+    return GPUReport(gpus, detail, offload, version, error, patches)
 
 
 def source_checkout() -> Path | None:

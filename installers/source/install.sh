@@ -7,7 +7,8 @@
 # Options: --cpu | --cuda   force the llama.cpp backend (default: CUDA when an NVIDIA GPU and nvcc are found)
 #          --no-system      do not install Debian/Ubuntu packages (print what is missing instead)
 # Environment: CMAKE_ARGS (passed to the llama-cpp-python build; implies a custom build),
-#          DESKHAND_WHEEL_CACHE (where built llama-cpp-python wheels are kept, default ~/.cache/deskhand-build)
+#          DESKHAND_WHEEL_CACHE (where built llama-cpp-python wheels are kept, default ~/.cache/deskhand-build),
+#          DESKHAND_LLAMA_PATCHES=off (build llama.cpp without Deskhand's patches, installers/llama-patches/)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,7 +22,7 @@ for arg in "$@"; do
     --cpu) BACKEND=cpu ;;
     --cuda) BACKEND=cuda ;;
     --no-system) SYSTEM=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +40,7 @@ fi
 # ------------------------------------------------------------------ system packages (Debian/Ubuntu)
 need_pkgs="libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxcb-xfixes0 libxcb-shm0 libegl1 libgl1 libfontconfig1 libglib2.0-0 \
-libdbus-1-3 fonts-dejavu-core cmake libpipewire-0.3-0"
+libdbus-1-3 fonts-dejavu-core cmake patch libpipewire-0.3-0"
 if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then need_pkgs="$need_pkgs python3-venv"; fi
 if [ "${XDG_SESSION_TYPE:-}" = wayland ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
   # Wayland: the screen and input go through the desktop portals (app/desktop/wayland)
@@ -105,7 +106,10 @@ case "$BACKEND" in
   cuda) export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_CUDA=on}"; [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH" ;;
   cpu) export CMAKE_ARGS="${CMAKE_ARGS:-}" ;;
 esac
-variant="$BACKEND-$(printf '%s' "${CMAKE_ARGS:-}" | cksum | cut -d' ' -f1)-$("$VPY" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')-$(uname -m)"
+# Deskhand's patches to the vendored llama.cpp (installers/llama-patches/): the wheel cache is keyed by the set
+PATCHES="$ROOT/installers/llama-patches/patches.sh"
+PATCH_SET=$(bash "$PATCHES" id)
+variant="$BACKEND-$(printf '%s' "${CMAKE_ARGS:-}" | cksum | cut -d' ' -f1)-$("$VPY" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')-$(uname -m)-$PATCH_SET"
 CACHE=${DESKHAND_WHEEL_CACHE:-$HOME/.cache/deskhand-build}/wheels/llama-cpp-python-$LLAMA_VERSION-$variant
 marker="$ROOT/.venv/.llama-cpp-python-variant"
 if [ "$(cat "$marker" 2>/dev/null)" != "$variant" ] || ! "$VPY" -c 'import llama_cpp' 2>/dev/null; then
@@ -120,8 +124,13 @@ if [ "$(cat "$marker" 2>/dev/null)" != "$variant" ] || ! "$VPY" -c 'import llama
     SDIST_DIR=${DESKHAND_WHEEL_CACHE:-$HOME/.cache/deskhand-build}/sdist
     sdist="$SDIST_DIR/llama_cpp_python-$LLAMA_VERSION.tar.gz"
     [ -f "$sdist" ] || "$VPY" -m pip download -q --no-deps --no-binary :all: -d "$SDIST_DIR" "llama-cpp-python==$LLAMA_VERSION"
+    src=$(mktemp -d)
+    tar xzf "$sdist" -C "$src"
+    say "llama.cpp patches: $PATCH_SET"
+    bash "$PATCHES" apply "$src/llama_cpp_python-$LLAMA_VERSION" || { rm -rf "$src"; exit 1; }
     CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
-      "$VPY" -m pip wheel --no-deps -w "$CACHE" "$sdist"
+      "$VPY" -m pip wheel --no-deps -w "$CACHE" "$src/llama_cpp_python-$LLAMA_VERSION"
+    rm -rf "$src"
     wheel=$(ls "$CACHE"/llama_cpp_python-*.whl | head -n 1)
   else
     say "Using the llama-cpp-python wheel built earlier ($wheel)"

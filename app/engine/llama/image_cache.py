@@ -7,6 +7,7 @@ dynamic resolution, `atomic`: decoded in one go by mtmd's helper, which sets its
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see runtime)
@@ -17,7 +18,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelLoadError
 from app.engine.dynamic_image import DynamicLayout, fit_to_layout, layout_for
 from app.engine.llama.runtime import LlamaRuntime
-from app.engine.llama.vision import EncodedImage, decode_image, encode_image
+from app.engine.llama.vision import EncodedImage, decode_image, encode_image, encode_tiles
 from app.engine.profile import DynamicImageSpec, ImageSpec
 from app.engine.tiling import TileGrid, choose_grid, tile_image
 
@@ -68,9 +69,11 @@ class ImageCache:
         n = self.spec.tokens_per_tile
         return [Piece(n, n, False)] * lay.n_images
 
-    def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken) -> np.ndarray:
-        """The embeddings of one tile, encoded when first asked for (the session asks batch by batch, so the
-        encoder works on the next tiles while the GPU still evaluates the previous batch)."""
+    def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken,
+             together: Sequence[int] = ()) -> np.ndarray:
+        """The embeddings of one tile, encoded when first asked for, with the tiles `together` that are not
+        encoded yet in the same encoder pass where the projector can batch (the session asks batch by batch, so
+        the encoder works on the next tiles while the GPU still evaluates the previous batch)."""
         tiles = self.embeddings.get(digest)
         if tiles is None:
             if image is None:
@@ -79,20 +82,22 @@ class ImageCache:
             assert isinstance(grid, TileGrid)
             self._bitmaps[digest] = tile_image(image, grid)
             tiles = self.embeddings[digest] = [None] * grid.n_images
-        emb = tiles[index]
-        if emb is None:
+        if tiles[index] is None:
             token.check()
             assert isinstance(self.spec, ImageSpec)
-            emb = encode_image(self.rt, self._bitmaps[digest][index], keep_chunk=False).embd
-            if emb.shape[0] != self.spec.tokens_per_tile:
-                raise ModelLoadError(
-                    f"The vision encoder gives {emb.shape[0]} tokens per tile; the model profile expects "
-                    f"{self.spec.tokens_per_tile}.",
-                    "Use the mmproj that belongs to this model, or fix the profile.")
-            tiles[index] = emb
-            self.tiles_encoded += 1
+            todo = [index] + [i for i in together if i != index and tiles[i] is None]
+            for i, new in zip(todo, encode_tiles(self.rt, [self._bitmaps[digest][i] for i in todo]), strict=True):
+                if new.shape[0] != self.spec.tokens_per_tile:
+                    raise ModelLoadError(
+                        f"The vision encoder gives {new.shape[0]} tokens per tile; the model profile expects "
+                        f"{self.spec.tokens_per_tile}.",
+                        "Use the mmproj that belongs to this model, or fix the profile.")
+                tiles[i] = new
+                self.tiles_encoded += 1
             if all(t is not None for t in tiles):
                 self._bitmaps.pop(digest, None)
+        emb = tiles[index]
+        assert emb is not None
         return emb
 
     def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:

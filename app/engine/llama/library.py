@@ -52,6 +52,41 @@ def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
+PATCH_RECORD = "deskhand_llama_patches.txt"  # written into llama_cpp/ by installers/llama-patches/patches.sh
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """Deskhand's patches to llama.cpp that this llama-cpp-python was built with (installers/llama-patches)."""
+
+    name: str  # "deskhand-<hash>", "none" (built from the plain source), "" (no record: not built by Deskhand)
+    patches: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.name == "none":
+            return "llama.cpp unpatched (DESKHAND_LLAMA_PATCHES=off)"
+        if not self.name:
+            return "llama.cpp patches unknown (not built by Deskhand's installer)"
+        return f"llama.cpp patch set {self.name} ({', '.join(p.removesuffix('.patch') for p in self.patches)})"
+
+
+def patch_set(package: Path | None = None) -> PatchSet:
+    """The patch set recorded in the installed llama_cpp package (or this package folder), read without loading
+    its libraries."""
+    import importlib.util
+
+    if package is None:
+        spec = importlib.util.find_spec("llama_cpp")
+        if spec is None or not spec.origin:
+            return PatchSet("")
+        package = Path(spec.origin).parent
+    try:
+        lines = (package / PATCH_RECORD).read_text(encoding="utf-8").split()
+    except OSError:
+        return PatchSet("")
+    return PatchSet(lines[0], tuple(lines[1:])) if lines else PatchSet("")
+
+
 @dataclass(frozen=True)
 class BuildInfo:
     version: str
@@ -60,6 +95,7 @@ class BuildInfo:
     media_marker: str  # mtmd's default marker: mtmd is present and answers
     gpu_offload: bool
     system_info: str
+    patches: PatchSet = PatchSet("")
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -77,4 +113,4 @@ def build_info() -> BuildInfo:
     info = llama_cpp.llama_print_system_info()
     system = (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip()
     return BuildInfo(str(llama_cpp.__version__), lib, libs, mtmd.mtmd_default_marker().decode(),
-                     bool(llama_cpp.llama_supports_gpu_offload()), system)
+                     bool(llama_cpp.llama_supports_gpu_offload()), system, patch_set())

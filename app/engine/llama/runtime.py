@@ -193,6 +193,9 @@ class LlamaRuntime:
         p.print_timings = False
         p.n_threads = threads
         p.warmup = False
+        # the tiles of one decode batch go through the encoder in one pass where the projector batches
+        # (vision.encode_tiles): up to a whole batch's worth
+        p.batch_max_tokens = max(self.options.n_batch, 1)
         if self.options.image_min_tokens > 0:
             p.image_min_tokens = self.options.image_min_tokens
         if self.options.image_max_tokens > 0:

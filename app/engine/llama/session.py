@@ -242,10 +242,12 @@ class Session:
         for run, a, b in pieces:
             assert run.image is not None
             digest, tile = run.image
+            # the batch's other tiles of this screenshot go through the encoder in the same pass
+            together = [r.image[1] for r, _, _ in pieces if r.image is not None and r.image[0] == digest]
             encoded_before = self.images.tiles_encoded
-            embd = self.images.tile(digest, plan.images[digest].image, tile, token)
+            embd = self.images.tile(digest, plan.images[digest].image, tile, token, together)
             if self.images.tiles_encoded > encoded_before:
-                stats.add(tiles_encoded=1, images_encoded=int(tile == 0))
+                stats.add(tiles_encoded=self.images.tiles_encoded - encoded_before, images_encoded=int(tile == 0))
             elif tile == 0 and a == run.start:
                 stats.add(image_cache_hits=1)
             parts.append(embd[a - run.start:b - run.start])

@@ -38,14 +38,13 @@ class EncodedImage:
             self.chunks = self.chunk = None
 
 
-def encode_image(rt: LlamaRuntime, image: Image.Image, *, keep_chunk: bool) -> EncodedImage:
-    """One RGB bitmap through the vision encoder. mtmd does its own preprocessing: a fixed-size projector
+def _tokenize(rt: LlamaRuntime, image: Image.Image) -> tuple[Any, Any]:
+    """One RGB bitmap through mtmd's preprocessing: (the chunks to free, its image chunk). A fixed-size projector
     resizes (the tiles are already at size), a dynamic-resolution one picks the token grid within its budget."""
     rgb = image.convert("RGB") if image.mode != "RGB" else image
     data = rgb.tobytes()
     bitmap = mtmd.mtmd_bitmap_init(rgb.width, rgb.height, (ctypes.c_ubyte * len(data)).from_buffer_copy(data))
     chunks = mtmd.mtmd_input_chunks_init()
-    keep = False
     try:
         text = mtmd.mtmd_input_text()
         text.text = rt.marker
@@ -58,23 +57,95 @@ def encode_image(rt: LlamaRuntime, image: Image.Image, *, keep_chunk: bool) -> E
         chunk = next(mtmd.mtmd_input_chunks_get(chunks, i) for i in range(mtmd.mtmd_input_chunks_size(chunks))
                      if mtmd.mtmd_input_chunk_get_type(mtmd.mtmd_input_chunks_get(chunks, i))
                      == mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE)
+    except BaseException:
+        mtmd.mtmd_input_chunks_free(chunks)
+        raise
+    finally:
+        mtmd.mtmd_bitmap_free(bitmap)
+    return chunks, chunk
+
+
+def _encoder_failed() -> ModelLoadError:
+    detail = recent_log(4)
+    if _memory_failure(detail):
+        return ModelLoadError("The GPU ran out of memory in the vision encoder.",
+                              "Lower “GPU layers” or the context size in Settings → Model.")
+    return ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
+
+
+def _embeddings(rt: LlamaRuntime, out: Any, n_tokens: int) -> np.ndarray:
+    flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * rt.n_embd,))
+    embd: np.ndarray = flat.reshape(n_tokens, rt.n_embd).copy()
+    return embd
+
+
+def encode_image(rt: LlamaRuntime, image: Image.Image, *, keep_chunk: bool) -> EncodedImage:
+    """One RGB bitmap through the vision encoder."""
+    chunks, chunk = _tokenize(rt, image)
+    keep = False
+    try:
         n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
         if mtmd.mtmd_encode_chunk(rt.mctx, chunk) != 0:
-            detail = recent_log(4)
-            if _memory_failure(detail):
-                raise ModelLoadError("The GPU ran out of memory in the vision encoder.",
-                                     "Lower “GPU layers” or the context size in Settings → Model.")
-            raise ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
-        out = mtmd.mtmd_get_output_embd(rt.mctx)
-        flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * rt.n_embd,))
-        embd: np.ndarray = flat.reshape(n_tokens, rt.n_embd).copy()
+            raise _encoder_failed()
+        embd = _embeddings(rt, mtmd.mtmd_get_output_embd(rt.mctx), n_tokens)
         n_pos = int(mtmd.mtmd_input_chunk_get_n_pos(chunk))
         keep = keep_chunk
         return EncodedImage(embd, n_pos, chunks if keep else None, chunk if keep else None)
     finally:
         if not keep:
             mtmd.mtmd_input_chunks_free(chunks)
-        mtmd.mtmd_bitmap_free(bitmap)
+
+
+BATCH_FULL, CANNOT_BATCH = 2, 3  # mtmd_batch_add_chunk: the chunk did not fit, or cannot join this batch
+
+
+def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]:
+    """Tiles of one size through the vision encoder in as few passes as mtmd allows: mtmd's batch API puts them
+    into one encoder graph where the projector can batch (nemotron_v2_vl with Deskhand's llama.cpp patch 0001,
+    up to `batch_max_tokens`); otherwise one pass a tile, as `encode_image` does. The embeddings per tile."""
+    made = [_tokenize(rt, t) for t in tiles]
+    out: list[np.ndarray] = []
+    batch = None
+    members: list[Any] = []
+
+    def flush() -> None:
+        if len(members) == 1:  # alone: the plain encode, without the batch's copy of the bitmap
+            if mtmd.mtmd_encode_chunk(rt.mctx, members[0]) != 0:
+                raise _encoder_failed()
+            n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(members[0]))
+            out.append(_embeddings(rt, mtmd.mtmd_get_output_embd(rt.mctx), n_tokens))
+            members.clear()
+            return
+        if mtmd.mtmd_batch_encode(batch) != 0:
+            raise _encoder_failed()
+        for chunk in members:
+            ptr = mtmd.mtmd_batch_get_output_embd(batch, chunk)
+            if not ptr:
+                raise _encoder_failed()
+            out.append(_embeddings(rt, ptr, int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))))
+        members.clear()
+
+    try:
+        for _, chunk in made:
+            if batch is None:
+                batch = mtmd.mtmd_batch_init(rt.mctx)
+            rc = mtmd.mtmd_batch_add_chunk(batch, chunk)
+            if rc in (BATCH_FULL, CANNOT_BATCH):
+                flush()
+                mtmd.mtmd_batch_free(batch)
+                batch = mtmd.mtmd_batch_init(rt.mctx)
+                rc = mtmd.mtmd_batch_add_chunk(batch, chunk)
+            if rc != 0:
+                raise _encoder_failed()
+            members.append(chunk)
+        if members:
+            flush()
+        return out
+    finally:
+        if batch is not None:
+            mtmd.mtmd_batch_free(batch)
+        for chunks, _ in made:
+            mtmd.mtmd_input_chunks_free(chunks)
 
 
 def decode_image(rt: LlamaRuntime, image: EncodedImage, pos: int, token: CancelToken | None) -> int:

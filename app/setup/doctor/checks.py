@@ -67,7 +67,7 @@ def check_gpu_and_llama(r: GPUReport) -> list[Check]:
                          f"Rebuild it with CUDA: {rebuild_command()}  ({CUDA_BUILD_NOTE})", required=False))
     else:
         kind = "GPU offload supported (CUDA build)" if r.offload else "CPU build (no GPU offload)"
-        out.append(Check("llama-cpp-python", OK, f"{r.llama_version}, {kind}"))
+        out.append(Check("llama-cpp-python", OK, f"{r.llama_version}, {kind}; {r.llama_patches}"))
     best = r.best
     if best is None:
         out.append(Check("GPU", WARN, f"No NVIDIA GPU: {r.detail}. The model would run on the CPU (minutes per "

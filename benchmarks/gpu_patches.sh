@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Deskhand's llama.cpp patches (installers/llama-patches) on a GPU machine, side by side with the plain build:
+# builds llama-cpp-python with CUDA from the plain source, then patches the same tree and rebuilds it in the same
+# build folder (only the patched files compile again); meanwhile generates the 12B-shaped (Holotron) and the
+# 4B-shaped (Holo3.1) random-weight models with a CPU build. Then, one process each, alternating builds:
+# benchmarks/engine_step.py (12B approval + auto, 4B auto), benchmarks/encoder_probe.py (tiles one by one against
+# batched, flash attention in clip on and off), benchmarks/matmul_probe.py (products by batch size, MMQ against
+# cuBLAS; the logits of a fixed prompt against a reference with FP32 products), and extras at n_ubatch 2048.
+#
+#   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
+#   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
+#
+# Inputs in $DEV (default .dev/, ignored by git, carried to the machine): lcp-src.tgz (shared/tools/strip-sdist.sh),
+# whl/*.whl (gguf, diskcache, platformdirs; Python 3.12), cpu/llama_cpp_python-*.whl (a CPU build, used to
+# generate and quantize while the CUDA builds run). Everything happens under $WORK.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEV=${DEV:-$ROOT/.dev}
+WORK=${WORK:-/tmp/deskhand-patches}
+PY=${PYTHON:-python3}
+R=$WORK/results
+cmd=${1:-start}
+note() { echo "$(date +%T) $*" >>"$WORK/progress"; }
+
+build() {  # plain, then patched, in one build folder
+  local src=$WORK/src
+  mkdir -p "$src" && tar xzf "$DEV/lcp-src.tgz" -C "$src"
+  export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off"
+  export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+  DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
+  "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
+    "$src/src" >"$WORK/build-plain.log" 2>&1
+  note "plain CUDA build done"
+  bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
+  "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wpatched" --config-settings=build-dir="$WORK/bld" \
+    "$src/src" >"$WORK/build-patched.log" 2>&1
+  note "patched CUDA build done"
+}
+
+model() {  # fixture module, preset, folder: JSON with the quantized text model and the mmproj
+  PYTHONPATH="$WORK/cpu:$WORK/common:$ROOT" "$PY" -m "tests.fixtures.$1" --preset "$2" --out "$WORK/$3" \
+    --quantize Q4_K_M >"$WORK/$3.json" 2>"$WORK/$3.log"
+  rm -f "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["text"])' "$WORK/$3.json")"
+  note "model $2 ready"
+}
+
+field() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$WORK/$1.json" "$2"; }
+
+step() {  # build, tag, model folder, engine_step arguments...
+  local b=$1 tag=$2 m=$3; shift 3
+  PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/$b:$WORK/common:$ROOT" DESKHAND_COMMIT="${DESKHAND_COMMIT:-unknown}" \
+    "$PY" -m benchmarks.engine_step --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" \
+    --tag="-$tag" --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps "${STEPS:-20}" "$@" \
+    >"$R/$tag.log" 2>&1 || note "$tag failed"
+  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
+}
+
+probe() {  # build, tag, model folder, module, arguments... (environment through env before the call)
+  local b=$1 tag=$2 m=$3 mod=$4; shift 4
+  PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/$b:$WORK/common:$ROOT" "$PY" -m "benchmarks.$mod" \
+    --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" "$@" >"$R/$tag.log" 2>&1 || note "$tag failed"
+  note "$tag done"
+}
+
+host_profile() {  # the host's share: a Python profile of auto-approved steps on the patched build
+  local m=$1
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m cProfile -o "$R/host-$m.prof" -m benchmarks.engine_step \
+    --model "$(field $m quantized)" --mmproj "$(field $m mmproj)" --out "$R/host" --modes auto --thinking off \
+    --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps 8 >"$R/host-$m.log" 2>&1 || true
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -c 'import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats("tottime").print_stats(40)' \
+    "$R/host-$m.prof" >"$R/host-$m.txt" 2>&1 || true
+  note "host profile $m done"
+}
+
+run_all() {
+  cd "$ROOT"
+  mkdir -p "$WORK"/{common,cpu,plain,patched} "$R"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$R/gpu.txt" 2>&1 || true
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/common" "$DEV"/whl/*.whl
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/cpu" "$DEV"/cpu/*.whl
+  if [ "${CPU_ONLY:-0}" = 1 ]; then  # a dry run of this script on a machine without a GPU: the CPU wheel twice
+    mkdir -p "$WORK"/{wplain,wpatched}; cp "$DEV"/cpu/*.whl "$WORK/wplain/"; cp "$DEV"/cpu/*.whl "$WORK/wpatched/"
+    ( true ) & local builder=$!
+  else
+    ( build ) & local builder=$!
+  fi
+  model gguf_models "${PRESET12:-12b}" m12
+  model qwen35_models "${PRESET4:-4b}" m4
+  wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
+  cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
+  note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
+  # the issue's figures, alternating builds
+  step plain 12b-plain m12 --modes approval,auto --logits-out "$R/logits-12b-plain.npy"
+  step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"
+  step plain 4b-plain m4 --modes auto --thinking off
+  step patched 4b-patched m4 --modes auto --thinking off
+  if [ "${QUICK:-0}" = 1 ]; then  # the issue's figures, larger micro-batches for the 12B, a host profile
+    step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
+    host_profile m4
+    note "done"
+    return 0
+  fi
+  # what each patch does on its own
+  probe plain enc-12b-plain m12 encoder_probe --json "$R/enc-12b-plain.json"
+  probe patched enc-12b-patched m12 encoder_probe --json "$R/enc-12b-patched.json"
+  probe plain enc-4b-plain m4 encoder_probe --json "$R/enc-4b-plain.json"
+  probe patched enc-4b-patched m4 encoder_probe --json "$R/enc-4b-patched.json"
+  GGML_CUDA_MMQ_MAX_BATCH=0 probe patched mm-12b-mmq m12 matmul_probe --sweep --json "$R/mm-12b-mmq.json"
+  GGML_CUDA_MMQ_MAX_BATCH=8 probe patched mm-12b-cublas m12 matmul_probe --sweep --json "$R/mm-12b-cublas.json"
+  GGML_CUDA_MMQ_MAX_BATCH=8 GGML_CUDA_CUBLAS_COMPUTE_TYPE=f32 probe patched mm-12b-ref m12 matmul_probe \
+    --logits-out "$R/logits-12b-f32ref.npy"
+  GGML_CUDA_CUBLAS_COMPUTE_TYPE=f16 probe patched mm-12b-f16 m12 matmul_probe --logits-out "$R/logits-12b-f16.npy"
+  probe plain mm-12b-plain-again m12 matmul_probe --logits-out "$R/logits-12b-plain-again.npy"
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.matmul_probe --compare "$R"/logits-12b-*.npy \
+    >"$R/logits-compared.txt" 2>&1 || true
+  note "probes done"
+  # larger micro-batches: fewer dequantizations per prompt on the cuBLAS path
+  step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
+  step plain 12b-plain-ub2048 m12 --modes auto --ubatch 2048
+  step patched 4b-patched-ub2048 m4 --modes auto --thinking off --ubatch 2048
+  host_profile m12
+  host_profile m4
+  note "done"
+}
+
+collect() {  # what is there so far, into DIR (at most 8 files come back from a device call)
+  local dir=${1:-}
+  [ -n "$dir" ] || return 0
+  mkdir -p "$dir"
+  cp "$WORK/progress" "$dir/" 2>/dev/null || true
+  tar czf "$dir/results.tgz" -C "$WORK" --exclude='*.npy' results progress build-plain.log build-patched.log \
+    m12.log m4.log 2>/dev/null || true
+  tar czf "$dir/logits.tgz" -C "$R" $(cd "$R" 2>/dev/null && ls *.npy 2>/dev/null) 2>/dev/null || true
+}
+
+case "$cmd" in
+  start)
+    rm -rf "$WORK"; mkdir -p "$WORK"
+    setsid bash -c "'$0' run >'$WORK/run.log' 2>&1; echo \$? >'$WORK/exit'" </dev/null >/dev/null 2>&1 &
+    echo "started; progress in $WORK/progress" ;;
+  run) run_all ;;
+  wait)
+    limit=${2:-540}; t=0
+    while [ ! -f "$WORK/exit" ] && [ "$t" -lt "$limit" ]; do sleep 5; t=$((t + 5)); done
+    cat "$WORK/progress" 2>/dev/null || true
+    tail -3 "$WORK/run.log" 2>/dev/null || true
+    collect "${3:-}"
+    if [ -f "$WORK/exit" ]; then echo "finished with status $(cat "$WORK/exit")"; else echo "still running after ${limit}s"; fi ;;
+esac
