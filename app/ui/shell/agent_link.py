@@ -15,7 +15,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import shiboken6
 from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QLocalSocket
 
@@ -30,7 +29,7 @@ from app.ui.agents.consent_dialog import ConsentDialog, answer_words
 from app.ui.background import Background
 from app.ui.bridge.host import Delivered
 from app.ui.messages import escape
-from app.ui.shell.single_instance import InstanceServer
+from app.ui.shell.single_instance import InstanceServer, alive, finish, send
 
 if TYPE_CHECKING:
     from app.ui.shell.application import Application
@@ -52,23 +51,6 @@ class LinkedRun:
 class Question:
     dialog: ConsentDialog
     waiting: list[QLocalSocket] = field(default_factory=list)
-
-
-def alive(sock: QLocalSocket) -> bool:
-    return shiboken6.isValid(sock) and sock.state() == QLocalSocket.LocalSocketState.ConnectedState
-
-
-def send(sock: QLocalSocket, message: dict[str, Any]) -> None:
-    if alive(sock):
-        sock.write(protocol.encode(message))
-        sock.flush()
-
-
-def finish(sock: QLocalSocket, message: dict[str, Any]) -> None:
-    """The last answer on this connection, then it is closed."""
-    if alive(sock):
-        send(sock, message)
-        sock.disconnectFromServer()
 
 
 class AgentLink(QObject):

@@ -21,8 +21,7 @@ from app.domain.link import protocol
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.bridge.host import Delivered, decode
 from app.ui.messages import error_html
-from app.ui.shell.agent_link import alive, finish, send
-from app.ui.shell.single_instance import HeldWhileBusy
+from app.ui.shell.single_instance import HeldWhileBusy, alive, finish, send
 
 log = logging.getLogger(__name__)
 STATUS_KEY = "scheduled-step"
