@@ -32,6 +32,7 @@ from app.domain.units import human_duration
 log = logging.getLogger(__name__)
 
 SLICE_S = 0.25  # how often the wait looks at the app, the notification and the stop
+RETRY_S = 30.0  # an app that could not take the step (too old, or still starting) is asked again after this
 STOP = "stop"
 FROM_NOTIFICATION = "stopped by you from Deskhand's notification"
 
@@ -45,6 +46,8 @@ class PersonWait:
         self._notifications_factory, self.locked = notifications, locked
         self._notifications: Notifications | None = None
         self._opened = False
+        self._retry_at = 0.0  # (monotonic) not before then is the step handed to the app again
+        self._said = ""  # the last reason the app could not take a step, said once
 
     # ------------------------------------------------------------------ the parts
     def _notices(self) -> Notifications | None:
@@ -89,14 +92,27 @@ class PersonWait:
 
     # ------------------------------------------------------------------ a step that needs a person
     def _hand(self, e: ev.StepProposed) -> HandedStep | None:
-        """The step handed to the running Deskhand app (None: none runs, or it could not take it)."""
+        """The step handed to the running Deskhand app (None: none runs, or it could not take it now; it is tried
+        again after RETRY_S, or as soon as another app listens)."""
+        self._retry_at = 0.0
         try:
             return HandedStep.hand(self.task, e)
         except NoApp:
             return None
-        except DeskhandError as exc:
-            self.echo(f"The Deskhand app that runs could not take the step: {exc.what} {exc.todo}".strip())
+        except DeskhandError as exc:  # an app too old for it, or one still starting (it did not answer in time)
+            self._retry_at = time.monotonic() + RETRY_S
+            said = f"The Deskhand app that runs could not take the step: {exc.what} {exc.todo}".strip()
+            if said != self._said:
+                self._said = said
+                self.echo(said)
             return None
+
+    def _may_hand(self) -> bool:
+        """Whether to hand the step over now: an app listens, and none refused it lately."""
+        if not listening():
+            self._retry_at = 0.0
+            return False
+        return time.monotonic() >= self._retry_at
 
     def ask(self, e: ev.StepProposed, token: CancelToken) -> Decision | None:
         """The person's decision on step `e`; None when no one answered within the limit. Cancelled by a stop."""
@@ -106,7 +122,6 @@ class PersonWait:
                    else f"“{self.task}” needs your approval")
         what = e.action.question if isinstance(e.action, AskUser) else f"Step {e.step}: {e.description}. {e.reason}"
         handed = self._hand(e)
-        refused = handed is None and listening()  # an app that could not take it: not asked again until it quits
         nid = self._post(summary, self._body(what, handed is not None), self._actions(handed is not None, verb))
         end = time.monotonic() + self.limit_s
         try:
@@ -122,16 +137,13 @@ class PersonWait:
                     self.open_app()  # "Open Deskhand"; the step is handed over once it listens
                 if action is not None and handed is not None:
                     handed.forward()  # "Approve in Deskhand": bring its window forward
-                if handed is None and not refused and listening():
+                if handed is None and self._may_hand():
                     handed = self._hand(e)
-                    refused = handed is None
                     if handed is not None:
                         nid = self._post(summary, self._body(what, True), self._actions(True, verb), nid)
                 elif handed is not None and handed.gone:  # Deskhand was closed with the step unanswered
                     handed = None
                     nid = self._post(summary, self._body(what, False), self._actions(False, verb), nid)
-                elif refused and not listening():
-                    refused = False
             token.check()
             decision = handed.decision() if handed is not None else None
             if decision is not None:
