@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import gc
 import json
 import os
 import queue
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from app.ui.shell.single_instance import InstanceServer
 from tests.desktop import REPO, Target, missing_tools, pointer_state, pressed_keys, wait_until
 from tests.engine_helpers import write_model_settings
 from tests.remote_helpers import tool_profile
+from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, window_manager
 
 pytestmark = [*QT_MARKS, pytest.mark.xdisplay, pytest.mark.model]
@@ -77,21 +79,29 @@ def home(tmp_path, tiny_model_pair) -> Path:
     return base
 
 
-@pytest.fixture
-def running_app(qtbot, desktop, home):
+@contextlib.contextmanager
+def app_on_link(qtbot, home: Path, **options: Any) -> Iterator[tuple[Application, AgentLink]]:
     """The app as `deskhand` launches it: its window, and the link on its single-instance socket."""
     paths = default_paths(home).ensure()
-    app = Application(paths, load_settings(paths.settings_file), tray=False, hotkeys=False, setup=False)
+    app = Application(paths, load_settings(paths.settings_file), tray=False, hotkeys=False, setup=False, **options)
     server = InstanceServer(server_name())
     assert server.listen()
     link = AgentLink(server, app)
     app.main.setGeometry(1100, 120, 780, 640)
     app.start()
-    qtbot.waitUntil(app.main.isVisible)
-    yield app, link
-    link.close()
-    app.shutdown()
-    server.close()
+    try:
+        qtbot.waitUntil(app.main.isVisible)
+        yield app, link
+    finally:
+        link.close()
+        app.shutdown()
+        server.close()
+
+
+@pytest.fixture
+def running_app(qtbot, desktop, home):
+    with app_on_link(qtbot, home) as running:
+        yield running
 
 
 class Host:
@@ -287,19 +297,27 @@ def test_a_hosts_first_call_asks_in_the_window_and_its_task_runs_there(qtbot, de
 def test_the_link_is_versioned_and_the_old_messages_still_work(qtbot, running_app):
     hello = in_thread(lambda: client.ask("hello"))
     qtbot.waitUntil(hello.done, timeout=30000)
-    assert hello.result()["ok"] and hello.result()["v"] == protocol.VERSION
+    assert hello.result()["ok"] and hello.result()["v"] == protocol.VERSION == 2
 
-    def newer() -> Any:
-        conn = client.Connection()
-        try:
-            conn.send({"v": protocol.VERSION + 1, "cmd": "hello"})
-            return client.first_answer(conn)
-        finally:
-            conn.close()
+    def sent(msg: dict[str, Any]) -> concurrent.futures.Future[Any]:
+        def ask() -> Any:
+            conn = client.Connection()
+            try:
+                conn.send(msg)
+                return client.first_answer(conn)
+            finally:
+                conn.close()
 
-    refused = in_thread(newer)
-    qtbot.waitUntil(refused.done, timeout=30000)
-    assert "speaks link version 1" in str(refused.exception())
+        fut = in_thread(ask)
+        qtbot.waitUntil(fut.done, timeout=60000)
+        return fut
+
+    assert "speaks link version 2, and the command asked for 3" in str(sent({"v": 3, "cmd": "hello"}).exception())
+    assert sent({"v": 1, "cmd": "hello"}).result()["ok"]  # a command of version 1 still answers its requests
+    older = sent({"v": 1, "cmd": "decide", "task": "t", "step": {"step": 1}}).exception()
+    assert "decide needs link version 2" in str(older)
+    damaged = sent(protocol.request("decide", task="t", step={"step": 1})).exception()
+    assert "could not read the step it was handed" in str(damaged)  # and the app goes on serving:
     status = in_thread(lambda: client.ask("status"))
     qtbot.waitUntil(status.done, timeout=30000)
     assert status.result()["running"] is False and status.result()["model_set_up"] is True
@@ -349,6 +367,98 @@ def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, deskto
         assert app.queue.offered == "A task typed earlier"  # a host's run took nothing of the person's
     finally:
         host.close()
+
+
+def loaded_engines() -> list[Any]:
+    """Every llama.cpp engine in this process that holds a loaded model now (as test_model_test_lending counts)."""
+    from app.engine.llama.engine import LocalEngine
+
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, LocalEngine) and o._rt is not None]
+
+
+def test_propose_with_the_app_running_asks_the_model_the_app_holds(qtbot, desktop, home, model_factory, tmp_path):
+    """One copy of the model: the app's worker answers a host's propose with the engine it holds (loaded once,
+    kept for the next task), and a task that holds the model makes propose a clear refusal. The model's files are
+    deleted after the first proposal: a server that loaded its own copy could not answer the last one."""
+    pair = model_factory.pair(tmp_path / "models")  # this test's own copy of the tiny model
+    write_model_settings(home, pair, tmp_path, profile=str(tool_profile(tmp_path, ("click",))))
+    ConsentStore(default_paths(home).config).allow(HOST)
+    before = loaded_engines()  # whatever other tests in this process keep loaded
+
+    def ours() -> list[Any]:
+        return [e for e in loaded_engines() if all(e is not b for b in before)]
+
+    with app_on_link(qtbot, home) as (app, link):
+        host = stdio_host()
+        try:
+            answer(qtbot, host.ready)
+            result = answer(qtbot, host.tool("propose", {"task": "Click the button"}), 300)
+            out = result.structured_content
+            assert result.content[0].text.startswith("Deskhand's model proposes: ") and out["description"], out
+            assert len(out["screenshot_size"]) == 2 and out["coordinate_scale"] > 0 and "tool_call" in out
+            [engine] = ours()  # loaded by the app's worker, and kept for the next task
+            assert not app.host.worker.lent and not link.proposing and not app.lent_for
+            pair.text.unlink()
+            pair.mmproj.unlink()
+
+            # a task holds the model (its step waits for the person): propose is refused and says why
+            run = host.tool("run_task", {"task": "Click the button", "max_steps": 1, "auto_approve": "off"})
+            wait_approval(qtbot, app, 1)
+            assert ours() == [engine]  # the task uses the model the proposal loaded
+            e = refusal(qtbot, host.tool("propose", {"task": "Click the button"}))
+            assert e.code == CANNOT and "running a task (“Click the button”)" in e.message, e.message
+            assert "never a second copy" in e.message and "then call propose again" in e.message
+            app.presenter.stop()
+            assert answer(qtbot, run).structured_content["outcome"] == "stopped"
+
+            # between tasks, the model the app holds answers again (its files are gone: no one could load it now)
+            again = answer(qtbot, host.tool("propose", {"task": "Click the button"}), 300).structured_content
+            assert again["description"] and ours() == [engine]
+        finally:
+            host.close()
+
+
+def test_a_proposal_borrows_the_workers_model_and_a_task_typed_meanwhile_waits(qtbot, desktop, home):
+    """The link's propose on the app's worker (the scripted model holds its answer until the test lets it go):
+    the consent store decides, a task typed meanwhile stays in the box saying why, and a host that goes away
+    mid-proposal stops it."""
+    gate = threading.Event()
+    engine = ScriptedEngine([{"tool_name": "click", "x": 500, "y": 500}], gate=gate)
+    store = ConsentStore(default_paths(home).config)
+    store.allow(HOST, ("run_task",))
+    with app_on_link(qtbot, home, engine_factory=lambda s: engine) as (app, link):
+        try:
+            refused = in_thread(lambda: client.ask("propose", host=HOST, task="Where is OK?"))
+            qtbot.waitUntil(refused.done, timeout=60000)
+            assert f"has not allowed “{HOST}” to ask the model" in str(refused.exception()) and not engine.seen
+
+            store.allow(HOST, ("propose",))
+            asked = in_thread(lambda: client.open_request("propose", first_answer_s=None, host=HOST,
+                                                          task="Where is OK?"))
+            qtbot.waitUntil(lambda: len(engine.seen) == 1 and app.host.worker.lent, timeout=60000)
+            assert link.proposing == HOST and engine.seen[0].task == "Where is OK?"
+            assert engine.seen[0].image is not None  # the screen as it is now
+            assert not app.start_task("A task typed meanwhile")
+            assert f"“{HOST}” is asking the model about the screen" in " ".join(app.main.status.texts())
+            assert app.main.task_box.toPlainText() == "A task typed meanwhile"
+            gate.set()
+            qtbot.waitUntil(asked.done, timeout=60000)
+            conn, out = asked.result()
+            conn.close()
+            assert out["tool_call"] == {"tool_name": "click", "x": 500, "y": 500} and out["description"]
+            assert engine.loads == 1 and not app.host.worker.lent and not link.proposing
+
+            gate.clear()
+            conn = client.Connection()  # a host asks, and goes away while the model thinks
+            conn.send(protocol.request("propose", host=HOST, task="And now?"))
+            qtbot.waitUntil(lambda: len(engine.seen) == 2 and app.host.worker.lent, timeout=60000)
+            conn.close()
+            qtbot.waitUntil(lambda: not app.host.worker.busy and not link.proposing and not app.lent_for,
+                            timeout=60000)
+            assert engine.loads == 1
+        finally:
+            gate.set()
 
 
 def test_over_http_the_question_and_the_run_go_through_the_app(qtbot, desktop, running_app, tmp_path):

@@ -7,10 +7,13 @@ runs that were missed or could not start."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -92,6 +95,34 @@ def clicked(target: Any) -> bool:
     return any(e["event"] == "clicked" for e in target.drain())
 
 
+@contextlib.contextmanager
+def deskhand_app(paths: Any) -> Iterator[Any]:
+    """The Deskhand app as `deskhand` launches it: its single-instance socket, with the link (a waiting step
+    comes to it as a `decide` request)."""
+    from app.ui.shell.agent_link import AgentLink
+    from app.ui.shell.application import Application
+    from app.ui.shell.launch import listen_to_later_launches
+    from app.ui.shell.single_instance import InstanceServer, server_name
+
+    app = Application(paths, Loaded(Settings(), ()), engine_factory=lambda s: ScriptedEngine([]), tray=False,
+                      hotkeys=False, setup=False)
+    server = InstanceServer(server_name())
+    assert server.listen()
+    held = listen_to_later_launches(server, app)
+    link = AgentLink(server, app)
+    try:
+        yield app
+    finally:
+        link.close()
+        server.close()
+        app.shutdown()
+        del held
+
+
+def shown(app: Any) -> bool:
+    return app.handed_steps.dialog is not None and app.handed_steps.dialog.isVisible()
+
+
 def test_a_risky_step_posts_a_notification_waits_and_stops_from_it(risky, services, target):
     proc = start("delete it", "--wait-for-person", "10")
     try:
@@ -126,34 +157,25 @@ def test_past_its_wait_the_run_ends_as_needing_a_person_with_a_clear_record(risk
 
 
 def test_the_deskhand_app_s_approval_window_lets_the_waiting_run_go_on(risky, services, target, qtbot):
-    from app.ui.shell.application import Application
-    from app.ui.shell.launch import listen_to_later_launches
-    from app.ui.shell.single_instance import InstanceServer, server_name
-
-    app = Application(risky, Loaded(Settings(), ()), engine_factory=lambda s: ScriptedEngine([]), tray=False,
-                      hotkeys=False, setup=False)
-    server = InstanceServer(server_name())
-    assert server.listen()
-    held = listen_to_later_launches(server, app)
-    proc = start("delete it", "--wait-for-person", "10")
-    try:
-        qtbot.waitUntil(lambda: app.handed_steps.dialog is not None and app.handed_steps.dialog.isVisible(),
-                        timeout=90_000)
-        dialog = app.handed_steps.dialog
-        assert dialog.windowTitle() == "Deskhand — scheduled task “delete it”, step 1: approve?"
-        assert dialog.risk.isVisibleTo(dialog) and "Delete account" in dialog.description.text()
-        assert dialog.step_label.text() == "Scheduled task “delete it” — step 1"
-        assert not dialog.auto.isVisibleTo(dialog)  # the scheduled run keeps its own policy
-        assert any(p.actions.get("default") == "Approve in Deskhand" for p in services.posted)
-        dialog.approve()
-        qtbot.waitUntil(lambda: proc.poll() is not None, timeout=120_000)
-        _, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        server.close()
-        app.shutdown()
-        del held
+    with deskhand_app(risky) as app:
+        proc = start("delete it", "--wait-for-person", "10")
+        try:
+            qtbot.waitUntil(lambda: shown(app), timeout=90_000)
+            dialog = app.handed_steps.dialog
+            assert dialog.windowTitle() == "Deskhand — scheduled task “delete it”, step 1: approve?"
+            assert dialog.risk.isVisibleTo(dialog) and "Delete account" in dialog.description.text()
+            assert dialog.step_label.text() == "Scheduled task “delete it” — step 1"
+            assert not dialog.auto.isVisibleTo(dialog)  # the scheduled run keeps its own policy
+            posted = next(p for p in services.posted if p.actions.get("default") == "Approve in Deskhand")
+            dialog.hide()  # the person put it away; "Approve in Deskhand" on the notification brings it back
+            services.invoke(posted.id, "default")
+            qtbot.waitUntil(lambda: shown(app), timeout=60_000)
+            dialog.approve()
+            qtbot.waitUntil(lambda: proc.poll() is not None, timeout=120_000)
+            _, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, err
     target.wait_event("clicked", 30)
     run = runs(risky)[0]
@@ -163,6 +185,25 @@ def test_the_deskhand_app_s_approval_window_lets_the_waiting_run_go_on(risky, se
         assert run_steps(con, run["id"])[0]["decision"] == "approve"
     finally:
         con.close()
+
+
+def test_a_step_stopped_from_the_notification_leaves_the_app_s_window(risky, services, target, qtbot):
+    """The run stops waiting (the person chose "Stop the run" on the notification): the app's question goes."""
+    with deskhand_app(risky) as app:
+        proc = start("delete it", "--wait-for-person", "10")
+        try:
+            qtbot.waitUntil(lambda: shown(app), timeout=90_000)
+            posted = next(p for p in services.posted if p.actions.get("default") == "Approve in Deskhand")
+            services.invoke(posted.id, "stop")
+            qtbot.waitUntil(lambda: proc.poll() is not None and not shown(app), timeout=120_000)
+            _, err = proc.communicate(timeout=10)
+            assert app.handed_steps.current is None and app.handed_steps.dialog.event_ is None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    run = runs(risky)[0]
+    assert run["status"] == "stopped" and "Stopped by you from Deskhand's notification." in run["message"], err
+    assert not clicked(target)
 
 
 def test_a_locked_screen_is_waited_for_and_the_run_goes_on_once_unlocked(target, services):
@@ -218,20 +259,10 @@ def test_missed_runs_and_a_run_that_found_no_display_are_in_history(risky, bus):
 
 def test_a_question_from_the_model_is_answered_in_the_app_and_the_answer_reaches_the_model(desktop, services,
                                                                                           qtbot):
-    import threading
-
     from app.agent.scheduled.person import PersonWait
     from app.desktop.executor import DryRunExecutor
-    from app.ui.shell.application import Application
-    from app.ui.shell.launch import listen_to_later_launches
-    from app.ui.shell.single_instance import InstanceServer, server_name
 
     paths = default_paths().ensure()
-    app = Application(paths, Loaded(Settings(), ()), engine_factory=lambda s: ScriptedEngine([]), tray=False,
-                      hotkeys=False, setup=False)
-    server = InstanceServer(server_name())
-    assert server.listen()
-    held = listen_to_later_launches(server, app)
     model = ScriptedEngine([{"tool_name": "ask_user", "question": "Which colour?"},
                             {"tool_name": "answer", "content": "Blue it is."}])
     opened: list[int] = []
@@ -240,21 +271,18 @@ def test_a_question_from_the_model_is_answered_in_the_app_and_the_answer_reaches
     result: list[Any] = []
     worker = threading.Thread(target=lambda: result.append(run_headless(
         "Paint it", Settings(), model, paths, cfg, CancelToken(), executor_factory=lambda t, c: DryRunExecutor())))
-    worker.start()
-    try:
-        qtbot.waitUntil(lambda: not worker.is_alive() or (app.handed_steps.dialog is not None
-                                                          and app.handed_steps.dialog.isVisible()), timeout=90_000)
-        assert worker.is_alive(), result
-        dialog = app.handed_steps.dialog
-        assert dialog.windowTitle().endswith("step 1: answer the model")
-        assert services.wait_posted("has a question for you").body.startswith("Which colour?")
-        dialog.text.setText("blue")
-        dialog.approve()
-        qtbot.waitUntil(lambda: not worker.is_alive(), timeout=120_000)
-    finally:
-        person.close()
-        server.close()
-        app.shutdown()
-        del held
+    with deskhand_app(paths) as app:
+        worker.start()
+        try:
+            qtbot.waitUntil(lambda: not worker.is_alive() or shown(app), timeout=90_000)
+            assert worker.is_alive(), result
+            dialog = app.handed_steps.dialog
+            assert dialog.windowTitle().endswith("step 1: answer the model")
+            assert services.wait_posted("has a question for you").body.startswith("Which colour?")
+            dialog.text.setText("blue")
+            dialog.approve()
+            qtbot.waitUntil(lambda: not worker.is_alive(), timeout=120_000)
+        finally:
+            person.close()
     assert result[0].outcome == "answered" and result[0].answer == "Blue it is." and not opened
     assert model.seen[1].feedback == "The user answered: blue"

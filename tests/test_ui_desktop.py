@@ -368,3 +368,29 @@ def test_typing_for_another_window_approves_nothing_ordinary_or_risky(qtbot, des
     assert app.main.steps.decisions() == {1: "approved", 2: "stopped"}
     assert seen.names().count("pressed") == 1 and "shortcut" not in seen.names()
     assert target.state()["notes"] == "".join(TYPED)
+
+
+def test_windows_hidden_for_a_grab_stay_gone_when_deskhand_quits_before_they_come_back(qtbot):
+    """Quit right after a grab (a host's proposal, a run's last step): the restore that was due does not touch
+    the windows the quit deleted (it raised "Internal C++ object already deleted" in the event loop)."""
+    from PySide6.QtWidgets import QWidget
+
+    from app.ui.bridge.hider import WindowHider
+
+    hider = WindowHider(restore_delay_ms=1500)
+    window = QWidget()
+    window.show()
+    qtbot.waitExposed(window)
+
+    def grab_once() -> None:
+        with hider.hook():
+            pass
+
+    grab = threading.Thread(target=grab_once)
+    grab.start()
+    qtbot.waitUntil(lambda: not grab.is_alive() and hider._restore_timer.isActive(), timeout=30000)
+    assert hider.holds(window)
+    hider.closing.set()  # what Application.shutdown does first, then it deletes its windows
+    window.deleteLater()
+    qtbot.wait(2000)  # the restore would have come by now
+    assert not hider.hidden

@@ -1,6 +1,7 @@
 """The worker thread that owns the stateful resources — model, capture handle, input controllers, database
 connection — and runs one task at a time. The UI talks to it through a few requests and hears events. Between
-tasks it lends its model to the model test (`with_model`), so the model is never in memory twice.
+tasks it lends its model to the model test (`with_model`) and to another program's proposal (`propose_now`), so the
+model is never in memory twice.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, CaptureError, DeskhandError, ModelBusy
+from app.domain.link.protocol import proposal_answer
 from app.domain.paths import Paths
-from app.domain.proposal import EngineInfo
+from app.domain.proposal import EngineInfo, Observation
 from app.domain.settings import Settings
 from app.domain.units import steps_text
 from app.engine.base import Engine
@@ -145,6 +147,23 @@ class AgentWorker:
                     self._end_lending(token)
                     raise Cancelled("Deskhand is quitting") from None
         return done.result()
+
+    def propose_now(self, settings: Settings, task: str, token: CancelToken) -> dict[str, Any]:
+        """One proposal for the screen as it is now, nothing done (`deskhand mcp`'s propose while the app runs),
+        by the model this worker holds, as with_model lends it: never a second copy. ModelBusy while a task runs
+        or the model test has the model. The answer as app.domain.link.protocol.proposal_answer writes it."""
+        def job(engine: Engine, info: EngineInfo) -> dict[str, Any]:
+            cfg = run_config(settings)
+            try:
+                shot = self._screen(cfg, 0).grab(cfg.monitor)  # Deskhand's windows hidden, as for a task's step
+            except CaptureError:
+                self._drop_capturer()
+                raise
+            prop = engine.propose(task, Observation(shot.image, shot.digest, ""), [], token, None)
+            scale = getattr(getattr(engine, "profile", None), "coordinate_scale", 1000)
+            return proposal_answer(prop, shot.image.size, int(scale))
+
+        return self.with_model(settings, token, job)
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.gate.resolve(step, decision)
@@ -281,11 +300,7 @@ class AgentWorker:
             engine: Engine = self._ensure_engine(settings, run_id, token) if saved is None else \
                 self._replay(saved, settings, run_id)
             cfg = run_config(settings)
-            if self._capturer is None:  # on Wayland: the portal session (its consent dialog, explained first)
-                self._capturer = open_capturer(cfg.capture, hide=self.hide, control=not self.dry_run,
-                                               explain=lambda text: self.sink(ev.Notice(run_id, text)))
-            capturer = self._capturer
-            capturer.config = cfg.capture
+            capturer = self._screen(cfg, run_id)
             executor, guard = self._executor(token, capturer, settings)
             if self._elements is None:
                 self._elements = self.elements_factory()
@@ -294,10 +309,8 @@ class AgentWorker:
         except Cancelled as exc:
             self._fail(run_id, "stopped", stopped_message(exc))
         except DeskhandError as exc:
-            if isinstance(exc, CaptureError) and self._capturer is not None:  # e.g. screen sharing was stopped:
-                with contextlib.suppress(Exception):                         # the next run opens a new one
-                    self._capturer.close()
-                self._capturer = None
+            if isinstance(exc, CaptureError):  # e.g. screen sharing was stopped: the next run opens a new one
+                self._drop_capturer()
             self._fail(run_id, "failed", str(exc))
         except Exception as exc:  # a bug: say so, keep the worker alive for the next run
             log.exception("run %s failed", run_id)
@@ -312,6 +325,21 @@ class AgentWorker:
             with self._lock:
                 if self._current is not None and self._current.token is token:
                     self._current = None
+
+    def _screen(self, cfg: RunConfig, run_id: int) -> Capturer:
+        """The capture handle, opened with the first run (on Wayland: the portal session, its consent dialog
+        explained first) and kept."""
+        if self._capturer is None:
+            self._capturer = open_capturer(cfg.capture, hide=self.hide, control=not self.dry_run,
+                                           explain=lambda text: self.sink(ev.Notice(run_id, text)))
+        self._capturer.config = cfg.capture
+        return self._capturer
+
+    def _drop_capturer(self) -> None:
+        if self._capturer is not None:
+            with contextlib.suppress(Exception):
+                self._capturer.close()
+            self._capturer = None
 
     def _start_record(self, task: str, settings: Settings) -> int:
         """The run's id in the history; 0 (the run goes on unrecorded) when the database refuses it."""

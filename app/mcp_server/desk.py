@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import socket
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,28 +14,14 @@ from typing import Any
 from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
-from app.domain.errors import DeskhandError
-from app.domain.link import client
+from app.domain.errors import Cancelled, DeskhandError
+from app.domain.instance import listening
+from app.domain.link import client, protocol
 from app.domain.link.protocol import event_message, progress_text
 from app.domain.paths import Paths
 from app.mcp_server.in_app import AppRun, ensure_app
 
 log = logging.getLogger("deskhand.mcp")
-
-
-def app_running(base_dir: str | None = None) -> bool:
-    """Whether the Deskhand app listens on its single-instance socket (connected to, nothing sent)."""
-    from app.domain.instance import server_name
-
-    if sys.platform.startswith("win"):
-        return os.path.exists(rf"\\.\pipe\{server_name(base_dir)}")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(2.0)
-        try:
-            sock.connect(server_name(base_dir))
-        except OSError:
-            return False
-    return True
 
 
 def load_settings(paths: Paths) -> Any:
@@ -88,8 +72,44 @@ def screenshot_png(monitor: int | None) -> tuple[bytes, dict[str, Any]]:
     return buf.getvalue(), shot.as_json()
 
 
-def propose(task: str, paths: Paths, token: CancelToken) -> dict[str, Any]:
-    """One proposal for the current screen; nothing is done."""
+def propose(task: str, paths: Paths, token: CancelToken, host: str = "") -> dict[str, Any]:
+    """One proposal for the current screen; nothing is done. When the Deskhand app runs, its model answers (the
+    one it holds, lent by its agent worker: never a second copy loaded here beside it); when none runs, a model is
+    loaded in this process for the call."""
+    answer = _propose_in_app(task, host or "another program", token)
+    if answer is not None:
+        return {k: answer[k] for k in ("description", "tool_call", "note", "thought", "screenshot_size",
+                                       "coordinate_scale")}
+    return _propose_here(task, paths, token)
+
+
+def _propose_in_app(task: str, host: str, token: CancelToken) -> dict[str, Any] | None:
+    """The app's answer (None: no app runs); DeskhandError when it refused (busy with a task, no model)."""
+    try:
+        conn = client.Connection()
+    except client.NoApp:
+        return None
+
+    def cancel_on_token() -> None:  # the host cancelled: closing the connection stops the proposal in the app
+        while not conn.closed and not token.wait(0.2):
+            pass
+        conn.close()
+
+    threading.Thread(target=cancel_on_token, name="deskhand-mcp-propose-cancel", daemon=True).start()
+    try:
+        if not conn.send(protocol.request("propose", host=host, task=task)):
+            raise DeskhandError("The Deskhand app closed the connection.", "Call propose again.")
+        log.info("propose: asking the model of the Deskhand app that runs")
+        return client.first_answer(conn, None)
+    except DeskhandError:
+        if token.cancelled:
+            raise Cancelled(token.reason) from None
+        raise
+    finally:
+        conn.close()
+
+
+def _propose_here(task: str, paths: Paths, token: CancelToken) -> dict[str, Any]:
     from app.desktop.backend import open_capturer
     from app.domain.proposal import Observation
 
@@ -103,9 +123,7 @@ def propose(task: str, paths: Paths, token: CancelToken) -> dict[str, Any]:
         prop = engine.propose(task, Observation(shot.image, shot.digest, ""), [], token, None)
     finally:
         engine.close()
-    return {"description": prop.action.describe(), "tool_call": prop.tool_call, "note": prop.note,
-            "thought": prop.thought, "screenshot_size": [shot.image.width, shot.image.height],
-            "coordinate_scale": engine.profile.coordinate_scale}
+    return protocol.proposal_answer(prop, (shot.image.width, shot.image.height), engine.profile.coordinate_scale)
 
 
 @dataclass
@@ -301,7 +319,7 @@ class Desk:
             configured = False
         out = {"running": run is not None, "run_id": run.run_id if run else None, "task": run.task if run else None,
                "steps_done": run.steps_done if run else 0, "last": run.last if run else "", "host": "",
-               "app_running": app_running(), "model_set_up": configured}
+               "app_running": listening(), "model_set_up": configured}
         if out["app_running"] and not self.headless:
             try:  # the app knows best: a run typed at the desk, or another host's
                 app = client.ask("status")

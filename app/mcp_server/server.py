@@ -129,8 +129,9 @@ class DeskhandServer:
 
     async def tool_propose(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
         token = CancelToken()
-        try:
-            out = await anyio.to_thread.run_sync(desk.propose, args["task"], self.paths, token)
+        try:  # (a host's cancel returns at once; the token then stops the proposal, here or in the app)
+            out = await anyio.to_thread.run_sync(desk.propose, args["task"], self.paths, token, host_of(ctx),
+                                                 abandon_on_cancel=True)
         finally:
             token.cancel("the host cancelled")
         return _text(f"Deskhand's model proposes: {out['description']} (not done)", out)

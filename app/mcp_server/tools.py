@@ -49,7 +49,8 @@ TOOLS: tuple[types.Tool, ...] = (
     types.Tool(
         name=PROPOSE, title="Propose one step",
         description=("Ask Deskhand's model for the next step of a task on the current screen, without doing it: "
-                     "the proposed action in words and as a tool call with screen coordinates."),
+                     "the proposed action in words and as a tool call with screen coordinates. While Deskhand "
+                     "runs a task its model is busy, and this is refused until the task ends."),
         input_schema=_schema({"task": {"type": "string", "minLength": 1, "description": "The task."}}, ("task",))),
     types.Tool(
         name=STATUS, title="Status",

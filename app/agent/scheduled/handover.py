@@ -1,37 +1,27 @@
 """A step of a scheduled (windowless) run handed to the Deskhand app, whose approval window asks the person as
-always, and the person's decision handed back.
-
-The run listens on a local socket of its own (a Unix socket in this user's private folder; a named pipe on
-Windows) behind a random key; it tells the app where through the app's single-instance socket, which only this
-user can reach ({"cmd": "scheduled-step", "address", "key", "task", "step"}). The app connects twice, briefly:
-{"want": "step"} fetches the step, {"decision": …} answers it (and hears whether the run still waited for it).
-Messages are JSON (no pickles); the key authenticates both ends (multiprocessing.connection's HMAC handshake).
+always, and the person's decision handed back: a `decide` request of the link (app.domain.link.protocol) on the
+app's single-instance socket, which only this user can reach. The step travels as JSON (never pickles), its
+screenshot in base64; the connection stays open until the decision comes back, or until the run stops waiting
+(answered from the notification, stopped, past its wait), which withdraws the question in the app.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import logging
-import os
-import queue
-import secrets
-import sys
 import threading
 from dataclasses import asdict
-from multiprocessing.connection import Client, Listener
 from typing import Any
 
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.accessible import AccessibleElement
 from app.domain.actions import action_from_tool_call, tool_call_of
+from app.domain.errors import DeskhandError
+from app.domain.link import client, protocol
 from app.domain.proposal import Counters, Timings
 
 log = logging.getLogger(__name__)
-MESSAGE = "scheduled-step"  # the app's single-instance command: a step waits for the person
-OVER = "scheduled-step-over"  # the step no longer waits (answered elsewhere, or the run gave up)
 
 
 def step_json(e: ev.StepProposed) -> dict[str, Any]:
@@ -75,108 +65,54 @@ def decision_from_json(d: dict[str, Any]) -> Decision:
     return Decision(str(d["kind"]), action, str(d.get("feedback", "")))
 
 
-def _address() -> tuple[str, str]:
-    name = f"deskhand-step-{os.getpid()}-{secrets.token_hex(4)}"
-    if sys.platform.startswith("win"):
-        return rf"\\.\pipe\{name}", "AF_PIPE"
-    from app.domain.instance import private_dir
+class HandedStep:
+    """A step waiting in the app's approval window: the decision once the person gave it, `gone` once the app
+    closed the connection unanswered (it quit), `close()` when the run no longer waits for it."""
 
-    return str(private_dir() / f"{name}.sock"), "AF_UNIX"
-
-
-class StepDesk:
-    """Where the app fetches the waiting step and leaves the decision (one step at a time)."""
-
-    def __init__(self) -> None:
-        self.address, family = _address()
-        self.key = secrets.token_bytes(32)
-        self._listener = Listener(self.address, family, authkey=self.key)
-        self._lock = threading.Lock()
-        self._step: dict[str, Any] | None = None
-        self._decisions: queue.Queue[Decision] = queue.Queue()
-        self._closing = False
-        self._thread = threading.Thread(target=self._serve, name="deskhand-step-desk", daemon=True)
+    def __init__(self, conn: client.Connection) -> None:
+        self._conn = conn
+        self._decision: Decision | None = None
+        self._gone = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="deskhand-handed-step", daemon=True)
         self._thread.start()
 
-    def offer(self, e: ev.StepProposed) -> None:
-        with self._lock:
-            self._step = step_json(e)
-            while not self._decisions.empty():
-                self._decisions.get_nowait()
+    @classmethod
+    def hand(cls, task: str, e: ev.StepProposed, base_dir: str | None = None) -> HandedStep:
+        """Hand step `e` of saved task `task` to the running app. client.NoApp when none runs; DeskhandError when
+        it refused (an app older than the `decide` request says so)."""
+        conn, _ = client.open_request("decide", base_dir, task=task, step=step_json(e))
+        return cls(conn)
 
-    def withdraw(self) -> None:
-        with self._lock:
-            self._step = None
-
-    def decision(self, timeout: float) -> Decision | None:
+    def _listen(self) -> None:
         try:
-            return self._decisions.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def message(self, task: str) -> dict[str, Any]:
-        """What the app is sent (over its own user-only socket) to ask the person for the waiting step."""
-        with self._lock:
-            step = self._step["step"] if self._step else 0
-        return {"cmd": MESSAGE, "address": self.address, "key": self.key.hex(), "task": task, "step": step}
-
-    def _serve(self) -> None:
-        while not self._closing:
-            try:
-                conn = self._listener.accept()
-            except (OSError, EOFError) as exc:  # a client with the wrong key, or the listener closed
-                if self._closing:
+            while (msg := self._conn.read(None)) is not None:
+                if isinstance(msg, dict) and isinstance(msg.get("decision"), dict):
+                    try:
+                        self._decision = decision_from_json(msg["decision"])
+                    except (KeyError, TypeError, ValueError, DeskhandError) as exc:
+                        log.warning("the app's decision could not be read: %s", exc)
                     return
-                log.info("a connection to the step desk was refused: %s", exc)
-                continue
-            with conn:
-                try:
-                    self._answer(conn)
-                except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
-                    log.info("a bad request at the step desk: %s", exc)
+        except DeskhandError:  # (no timeout here: only a broken connection)
+            pass
+        finally:
+            self._gone.set()
 
-    def _answer(self, conn: Any) -> None:
-        if not conn.poll(10):
-            return
-        request = json.loads(conn.recv_bytes(16 * 1024 * 1024))
-        with self._lock:
-            step = self._step
-            if "want" in request:
-                conn.send_bytes(json.dumps({"step": step}).encode())
-                return
-            if step is None or int(request.get("step", -1)) != step["step"]:
-                conn.send_bytes(json.dumps({"ok": False, "why": "The run no longer waits for this step."}).encode())
-                return
-            self._decisions.put(decision_from_json(request["decision"]))
-            self._step = None
-        conn.send_bytes(json.dumps({"ok": True}).encode())
+    def decision(self) -> Decision | None:
+        """The person's decision, once it came (None until then)."""
+        return self._decision if self._gone.is_set() else None
+
+    @property
+    def gone(self) -> bool:
+        """The connection ended with no decision: the app quit with the step unanswered."""
+        return self._gone.is_set() and self._decision is None
+
+    def forward(self) -> None:
+        """Bring the question forward in the app again (the notification's "Approve in Deskhand")."""
+        self._conn.send(protocol.FORWARD)
 
     def close(self) -> None:
-        self._closing = True
-        with contextlib.suppress(Exception):  # an accept() blocked in another thread wakes for a connection
-            Client(self.address, authkey=self.key).close()
-        with contextlib.suppress(Exception):
-            self._listener.close()
+        """The run no longer waits: the app withdraws the question (if it still asks it)."""
+        if not self._gone.is_set():
+            self._conn.send(protocol.CANCEL)
+        self._conn.close()
         self._thread.join(5)
-
-
-def _request(address: str, key: str, payload: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    conn = Client(address, authkey=bytes.fromhex(key))
-    with conn:
-        conn.send_bytes(json.dumps(payload).encode())
-        if not conn.poll(timeout):
-            raise TimeoutError("the scheduled run did not answer")
-        reply: dict[str, Any] = json.loads(conn.recv_bytes(16 * 1024 * 1024))
-        return reply
-
-
-def fetch_step(address: str, key: str) -> ev.StepProposed | None:
-    """The step the run waits on (None: it no longer waits); OSError where the run is gone."""
-    step = _request(address, key, {"want": "step"}).get("step")
-    return step_from_json(step) if step else None
-
-
-def send_decision(address: str, key: str, step: int, decision: Decision) -> tuple[bool, str]:
-    """(taken, why not): False when the run had stopped waiting for that step."""
-    reply = _request(address, key, {"step": step, "decision": decision_json(decision)})
-    return bool(reply.get("ok")), str(reply.get("why", ""))

@@ -18,18 +18,21 @@ import time
 from collections.abc import Callable
 
 from app.agent.approval import Decision
-from app.agent.scheduled.handover import OVER, StepDesk
+from app.agent.scheduled.handover import HandedStep
 from app.desktop.attention.notifications import DEFAULT_ACTION, Notifications
 from app.desktop.attention.screen_lock import screen_locked
 from app.domain import events as ev
 from app.domain.actions import AskUser
 from app.domain.cancel import CancelToken
-from app.domain.instance import listening, send_message
+from app.domain.errors import DeskhandError
+from app.domain.instance import listening
+from app.domain.link.client import NoApp
 from app.domain.units import human_duration
 
 log = logging.getLogger(__name__)
 
 SLICE_S = 0.25  # how often the wait looks at the app, the notification and the stop
+RETRY_S = 30.0  # an app that could not take the step (too old, or still starting) is asked again after this
 STOP = "stop"
 FROM_NOTIFICATION = "stopped by you from Deskhand's notification"
 
@@ -43,7 +46,8 @@ class PersonWait:
         self._notifications_factory, self.locked = notifications, locked
         self._notifications: Notifications | None = None
         self._opened = False
-        self._desk: StepDesk | None = None
+        self._retry_at = 0.0  # (monotonic) not before then is the step handed to the app again
+        self._said = ""  # the last reason the app could not take a step, said once
 
     # ------------------------------------------------------------------ the parts
     def _notices(self) -> Notifications | None:
@@ -87,42 +91,61 @@ class PersonWait:
         return time.strftime("%H:%M", time.localtime(time.time() + self.limit_s))
 
     # ------------------------------------------------------------------ a step that needs a person
+    def _hand(self, e: ev.StepProposed) -> HandedStep | None:
+        """The step handed to the running Deskhand app (None: none runs, or it could not take it now; it is tried
+        again after RETRY_S, or as soon as another app listens)."""
+        self._retry_at = 0.0
+        try:
+            return HandedStep.hand(self.task, e)
+        except NoApp:
+            return None
+        except DeskhandError as exc:  # an app too old for it, or one still starting (it did not answer in time)
+            self._retry_at = time.monotonic() + RETRY_S
+            said = f"The Deskhand app that runs could not take the step: {exc.what} {exc.todo}".strip()
+            if said != self._said:
+                self._said = said
+                self.echo(said)
+            return None
+
+    def _may_hand(self) -> bool:
+        """Whether to hand the step over now: an app listens, and none refused it lately."""
+        if not listening():
+            self._retry_at = 0.0
+            return False
+        return time.monotonic() >= self._retry_at
+
     def ask(self, e: ev.StepProposed, token: CancelToken) -> Decision | None:
         """The person's decision on step `e`; None when no one answered within the limit. Cancelled by a stop."""
-        if self._desk is None:
-            self._desk = StepDesk()
-        desk = self._desk
-        desk.offer(e)
         question = isinstance(e.action, AskUser)
         verb = "Answer in Deskhand" if question else "Approve in Deskhand"
         summary = (f"“{self.task}” has a question for you" if question
                    else f"“{self.task}” needs your approval")
         what = e.action.question if isinstance(e.action, AskUser) else f"Step {e.step}: {e.description}. {e.reason}"
-        handed = send_message(desk.message(self.task))
-        nid = self._post(summary, self._body(what, handed), self._actions(handed, verb))
+        handed = self._hand(e)
+        nid = self._post(summary, self._body(what, handed is not None), self._actions(handed is not None, verb))
         end = time.monotonic() + self.limit_s
         try:
             while time.monotonic() < end:
                 token.check()
-                decision = desk.decision(0.0)
+                decision = handed.decision() if handed is not None else None
                 if decision is not None:
                     return decision
                 action = self._answered(nid, SLICE_S, token)
                 if action == STOP:
                     return Decision("stop", feedback=FROM_NOTIFICATION)
-                if action is not None and not handed and not listening():
+                if action is not None and handed is None and not listening():
                     self.open_app()  # "Open Deskhand"; the step is handed over once it listens
-                if action is not None and handed:
-                    send_message(desk.message(self.task))  # "Approve in Deskhand": bring its window forward
-                if not handed and listening():
-                    handed = send_message(desk.message(self.task))
-                    if handed:
+                if action is not None and handed is not None:
+                    handed.forward()  # "Approve in Deskhand": bring its window forward
+                if handed is None and self._may_hand():
+                    handed = self._hand(e)
+                    if handed is not None:
                         nid = self._post(summary, self._body(what, True), self._actions(True, verb), nid)
-                elif handed and not listening():  # Deskhand was closed with the step unanswered
-                    handed = False
+                elif handed is not None and handed.gone:  # Deskhand was closed with the step unanswered
+                    handed = None
                     nid = self._post(summary, self._body(what, False), self._actions(False, verb), nid)
             token.check()
-            decision = desk.decision(0.0)
+            decision = handed.decision() if handed is not None else None
             if decision is not None:
                 return decision
             self._post(f"“{self.task}” stopped: no one answered",
@@ -130,11 +153,10 @@ class PersonWait:
             nid = 0
             return None
         finally:
-            desk.withdraw()
             self._withdraw(nid)
-            if handed:
+            if handed is not None:
                 with contextlib.suppress(Exception):
-                    send_message({"cmd": OVER, "address": desk.address})
+                    handed.close()  # the app withdraws the question (answered here, stopped, or past the wait)
 
     def _body(self, what: str, handed: bool) -> str:
         if handed:
@@ -169,8 +191,6 @@ class PersonWait:
             self._withdraw(nid)
 
     def close(self) -> None:
-        if self._desk is not None:
-            self._desk.close()
         if self._notifications is not None:
             self._notifications.close()
         self._notifications, self._opened = None, True

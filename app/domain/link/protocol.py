@@ -1,10 +1,11 @@
-"""The link protocol, version 1: JSON lines over the app's single-instance socket (app.domain.instance), which
+"""The link protocol, version 2: JSON lines over the app's single-instance socket (app.domain.instance), which
 lives in a folder only this user can enter and whose ends check each other's uid: the OS authenticates both.
 
-A connection opens with one request line that carries the version, {"v": 1, "cmd": ...}; the old messages without
-"v" ({"cmd": "show" | "task" | "stop"}, answered "ok") are unchanged. The app answers with one line,
-{"v": 1, "ok": true, ...} or {"v": 1, "ok": false, "error": "...", "todo": "..."}; an app that answers a bare
-"ok" predates the link. Requests:
+A connection opens with one request line that carries the version its command needs, {"v": 1 or 2, "cmd": ...}
+(SINCE): an app of version 1 refuses "decide" and "propose" with a message that says to update, and keeps serving
+the rest. The old messages without "v" ({"cmd": "show" | "task" | "stop"}, answered "ok") are unchanged. The app
+answers with one line, {"v": 2, "ok": true, ...} or {"v": 2, "ok": false, "error": "...", "todo": "..."}; an app
+that answers a bare "ok" predates the link. Requests:
 
 - {"cmd": "hello"}: the app is there and speaks the link ("app_version").
 - {"cmd": "status"}: "running", "task", "run_id", "steps_done", "last", "host" (the host that started it, or "").
@@ -17,6 +18,15 @@ A connection opens with one request line that carries the version, {"v": 1, "cmd
   "unusable" | "paused" | "resumed" | "finished", ...}); "finished" is the last, then the app closes the
   connection. The client may send {"cmd": "cancel"} at any time; closing the connection cancels too.
 - {"cmd": "stop", "host"}: stop whatever run goes on (the stop tool).
+- {"cmd": "decide", "task", "step": {...}} (version 2): a step of a run with no window of its own (a scheduled
+  saved task) waits for the person; "step" is the step as app.agent.scheduled.handover writes it. "ok" says the
+  app has it: its approval window asks as always (once no step of its own acts). The person's decision comes as
+  {"decision": {...}}, then the app closes the connection. The client may send {"cmd": "forward"} (bring the
+  question forward again) and {"cmd": "cancel"} (the run no longer waits: answered elsewhere, stopped, or past
+  its wait), which withdraws the question; closing the connection withdraws it too.
+- {"cmd": "propose", "host", "task"} (version 2): one proposal for the current screen by the model the app holds
+  (loaded for it when none is), nothing done; refused while a task or the model test uses the model. The answer
+  carries what proposal_answer() writes. Closing the connection cancels it.
 """
 
 from __future__ import annotations
@@ -25,10 +35,13 @@ import json
 from typing import Any
 
 from app.domain import events as ev
+from app.domain.proposal import Proposal
 
-VERSION = 1
-COMMANDS = ("hello", "status", "consent", "run", "stop")
+VERSION = 2
+SINCE = {"hello": 1, "status": 1, "consent": 1, "run": 1, "stop": 1, "decide": 2, "propose": 2}
+COMMANDS = tuple(SINCE)
 CANCEL = {"cmd": "cancel"}
+FORWARD = {"cmd": "forward"}  # a decide request's question brought forward again (the notification was clicked)
 HOST_CANCELLED = "cancelled by the host"
 APPROVE_CHOICES = ("off", "safe")  # never "all": risky steps always ask the person
 
@@ -47,7 +60,8 @@ def decode(line: bytes) -> dict[str, Any] | None:
 
 
 def request(cmd: str, **fields: Any) -> dict[str, Any]:
-    return {"v": VERSION, "cmd": cmd, **fields}
+    """A request, marked with the version its command needs (an older app still serves the older commands)."""
+    return {"v": SINCE.get(cmd, VERSION), "cmd": cmd, **fields}
 
 
 def ok(**fields: Any) -> dict[str, Any]:
@@ -67,17 +81,32 @@ def check_request(msg: dict[str, Any]) -> str:
         return f"this Deskhand app speaks link version {VERSION}, and the command asked for {version}"
     if msg.get("cmd") not in COMMANDS:
         return f"the link has no command {msg.get('cmd')!r} (it has {', '.join(COMMANDS)})"
+    if version < SINCE[msg["cmd"]]:
+        return f"{msg['cmd']} needs link version {SINCE[msg['cmd']]}, and the command sent {version}"
     if msg["cmd"] == "run":
-        if not isinstance(msg.get("task"), str) or not msg["task"].strip():
-            return "a run needs a task"
         if msg.get("auto_approve", "safe") not in APPROVE_CHOICES:
             return f"auto_approve must be one of {', '.join(APPROVE_CHOICES)}"
         steps = msg.get("max_steps")
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
             return "max_steps must be a whole number from 1"
-    if msg["cmd"] in ("consent", "run") and (not isinstance(msg.get("host"), str) or not msg["host"].strip()):
+    if msg["cmd"] in ("run", "propose", "decide") and (not isinstance(msg.get("task"), str)
+                                                        or not msg["task"].strip()):
+        return f"a {msg['cmd']} request needs a task"
+    if msg["cmd"] == "decide":
+        step = msg.get("step")
+        if not isinstance(step, dict) or not isinstance(step.get("step"), int):
+            return "a decide request needs its step"
+    if msg["cmd"] in ("consent", "run", "propose") and (not isinstance(msg.get("host"), str)
+                                                        or not msg["host"].strip()):
         return f"{msg['cmd']} needs the host's name"
     return ""
+
+
+def proposal_answer(prop: Proposal, size: tuple[int, int], coordinate_scale: int) -> dict[str, Any]:
+    """A proposal as the propose tool returns it (and the link carries it): in words and as the model's tool
+    call, with the screenshot's size and the scale of the model's coordinates."""
+    return {"description": prop.action.describe(), "tool_call": prop.tool_call, "note": prop.note,
+            "thought": prop.thought, "screenshot_size": list(size), "coordinate_scale": coordinate_scale}
 
 
 def event_message(e: ev.Event) -> dict[str, Any] | None:

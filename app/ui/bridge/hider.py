@@ -136,6 +136,9 @@ class WindowHider(QObject):
         """Show the windows again. Mid-run without taking the keyboard focus: the model's last click put it in
         the window it acts on, and the next keys must go there, not to Deskhand."""
         hidden, self._hidden = self._hidden, []
+        if self.closing.is_set():  # quitting: the windows stay hidden (they may be deleted by now)
+            self._active = None
+            return
         for w in hidden:
             if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup:  # a menu or tooltip stays closed
                 set_show_without_activating(w, not activate)

@@ -1,8 +1,10 @@
-"""The app's side of the link (app.domain.link.protocol) that `deskhand mcp` talks to: a host's consent question
-shown in the app, a host's task run in the window as any task (each step shown, the approval dialog and the risk
-policy as always), its events streamed back, its cancel obeyed at once. A thin adapter: the protocol is Qt-free;
-here only the socket, the dialogs and the calls into the application. Everything runs on the UI thread; the
-consent file is read and written on the application's background thread.
+"""The app's side of the link (app.domain.link.protocol) that `deskhand mcp` and scheduled runs talk to: a host's
+consent question shown in the app, a host's task run in the window as any task (each step shown, the approval
+dialog and the risk policy as always), its events streamed back, its cancel obeyed at once; a host's proposal
+asked of the model the agent worker holds (never a second copy); a scheduled run's step handed to the approval
+window (app/ui/shell/handed_steps.py). A thin adapter: the protocol is Qt-free; here only the socket, the dialogs
+and the calls into the application. Everything runs on the UI thread; the consent file is read and written on the
+application's background thread, a proposal waits for the worker on a thread of its own.
 
 One task at a time: a host's run while another runs (a host's or one typed at the desk) is refused with a clear
 error, never queued; a task typed at the desk during a host's run waits in the app's queue as usual."""
@@ -13,19 +15,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import shiboken6
 from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QLocalSocket
 
 import app as app_package
 from app.agent.run_memory import without_secrets
 from app.domain import events as ev
+from app.domain.cancel import CancelToken
+from app.domain.errors import Cancelled, DeskhandError, ModelBusy
 from app.domain.link import protocol
 from app.domain.link.consent import ConsentStore, Grant
 from app.ui.agents.consent_dialog import ConsentDialog, answer_words
+from app.ui.background import Background
 from app.ui.bridge.host import Delivered
 from app.ui.messages import escape
-from app.ui.shell.single_instance import InstanceServer
+from app.ui.shell.single_instance import InstanceServer, alive, finish, send
 
 if TYPE_CHECKING:
     from app.ui.shell.application import Application
@@ -49,23 +53,6 @@ class Question:
     waiting: list[QLocalSocket] = field(default_factory=list)
 
 
-def _alive(sock: QLocalSocket) -> bool:
-    return shiboken6.isValid(sock) and sock.state() == QLocalSocket.LocalSocketState.ConnectedState
-
-
-def send(sock: QLocalSocket, message: dict[str, Any]) -> None:
-    if _alive(sock):
-        sock.write(protocol.encode(message))
-        sock.flush()
-
-
-def finish(sock: QLocalSocket, message: dict[str, Any]) -> None:
-    """The last answer on this connection, then it is closed."""
-    if _alive(sock):
-        send(sock, message)
-        sock.disconnectFromServer()
-
-
 class AgentLink(QObject):
     def __init__(self, server: InstanceServer, application: Application) -> None:
         super().__init__(application)
@@ -75,6 +62,8 @@ class AgentLink(QObject):
         self.run: LinkedRun | None = None
         self.steps_done, self.last = 0, ""  # of whatever run goes on, for status
         self.secrets: set[str] = set()  # typed into password-like fields in this run: never sent to a host
+        self.proposing = ""  # the host whose proposal the model is asked now
+        self.proposals = Background(self, "deskhand-link-propose")  # waits for the worker, off the UI thread
         server.linked.connect(self.accept)
         application.host.delivered.connect(self._delivered)
 
@@ -99,7 +88,11 @@ class AgentLink(QObject):
         elif cmd == "consent":
             self._consent(sock, msg)
         elif cmd == "run":
-            self._run_allowed(sock, msg, rest)
+            self._if_allowed(sock, msg["host"], "run_task", "run tasks", lambda: self._start(sock, msg, rest))
+        elif cmd == "propose":
+            self._if_allowed(sock, msg["host"], "propose", "ask the model", lambda: self._propose(sock, msg))
+        elif cmd == "decide":  # a scheduled run's step (this user's own process: the socket is theirs only)
+            self.app.handed_steps.take(sock, msg, rest)
 
     def status(self) -> dict[str, Any]:
         p, running = self.app.presenter, self.app.presenter.running
@@ -119,7 +112,7 @@ class AgentLink(QObject):
         def known(grant: Grant | None) -> None:
             if grant is not None:  # answered before: the server reads it from the store too
                 finish(sock, protocol.ok(answer="deny" if grant.denied else "allow", tools=list(grant.tools)))
-            elif _alive(sock):
+            elif alive(sock):
                 self._ask(sock, host, str(msg.get("host_version") or ""), str(msg.get("tool") or ""))
 
         self.app.background.run(lambda: self.store.grant(host), known, lambda exc: finish(sock, protocol.refused(
@@ -178,20 +171,19 @@ class AgentLink(QObject):
         self.app.background.run(keep, kept, lost)
 
     # ------------------------------------------------------------------ a host's run
-    def _run_allowed(self, sock: QLocalSocket, msg: dict[str, Any], rest: bytes) -> None:
-        host = msg["host"]
-
+    def _if_allowed(self, sock: QLocalSocket, host: str, tool: str, words: str, then: Any) -> None:
+        """`then()` once the consent store says the person allowed `host` to use `tool`; else a refusal."""
         def checked(allowed: bool) -> None:
-            if not _alive(sock):
+            if not alive(sock):
                 return
             if not allowed:
-                finish(sock, protocol.refused(f"The person at this computer has not allowed “{host}” to run tasks.",
+                finish(sock, protocol.refused(f"The person at this computer has not allowed “{host}” to {words}.",
                                               "Call again: Deskhand then asks them (or they run `deskhand mcp allow "
                                               f"{host}`)."))
                 return
-            self._start(sock, msg, rest)
+            then()
 
-        self.app.background.run(lambda: self.store.allows(host, "run_task"), checked,
+        self.app.background.run(lambda: self.store.allows(host, tool), checked,
                                 lambda exc: finish(sock, protocol.refused(f"Deskhand could not read its list of "
                                                                           f"allowed programs: {exc}")))
 
@@ -232,7 +224,7 @@ class AgentLink(QObject):
         self._read(run)
 
     def _read(self, run: LinkedRun) -> None:
-        if _alive(run.sock):
+        if alive(run.sock):
             run.buffer += bytes(run.sock.readAll().data())
         while b"\n" in run.buffer:
             line, run.buffer = run.buffer.split(b"\n", 1)
@@ -264,13 +256,57 @@ class AgentLink(QObject):
         if isinstance(e, ev.RunFinished):
             run.finished, self.run = True, None
             self.app.main.status.remove(STATUS_KEY)
-            if _alive(run.sock):
+            if alive(run.sock):
                 run.sock.disconnectFromServer()
+
+    # ------------------------------------------------------------------ a host's proposal
+    def _propose(self, sock: QLocalSocket, msg: dict[str, Any]) -> None:
+        a, host = self.app, msg["host"]
+        worker = a.host.worker
+        if self.proposing or a.presenter.running or a.host.busy:
+            why = (f"Deskhand's model is answering “{self.proposing}” now" if self.proposing else
+                   "the model test is using Deskhand's model" if worker.lent else
+                   f"Deskhand is running a task (“{a.queue.running}”) and its model is busy with it")
+            finish(sock, protocol.refused(f"No proposal now: {why}. Deskhand asks the model it holds, never a "
+                                          "second copy of it.", "Wait until it is done (the status tool tells), "
+                                                                "then call propose again."))
+            return
+        if not a.model_ready():
+            finish(sock, protocol.refused("Deskhand has no model set up yet, so it cannot look at the screen.",
+                                          "Ask the person at this computer to set one up in Deskhand (Settings → "
+                                          "Model)."))
+            return
+        token, settings, task = CancelToken(), a.settings, msg["task"].strip()
+        self.proposing = a.lent_for = host  # (a task typed meanwhile waits in the box, the status says why)
+        sock.disconnected.connect(lambda: token.cancel(HOST_GONE))
+        a.host.start()
+
+        def done(out: dict[str, Any]) -> None:
+            self.proposing = a.lent_for = ""
+            finish(sock, protocol.ok(**out))
+
+        def failed(exc: BaseException) -> None:
+            self.proposing = a.lent_for = ""
+            if isinstance(exc, ModelBusy):  # a task started at the desk came first
+                finish(sock, protocol.refused("No proposal now: a task started meanwhile and uses the model.",
+                                              "Wait until it ends (the status tool tells), then call propose again."))
+            elif isinstance(exc, Cancelled):
+                finish(sock, protocol.refused(f"The proposal was stopped ({exc}).", "Call propose again."))
+            elif isinstance(exc, DeskhandError):
+                finish(sock, protocol.refused(exc.what, exc.todo))
+            else:
+                log.error("a host's proposal failed", exc_info=exc)
+                finish(sock, protocol.refused(f"The proposal failed inside Deskhand: {type(exc).__name__}: {exc}",
+                                              f"Try again; if it happens again, see the log in {a.paths.logs}."))
+
+        log.info("asking the model for a proposal for “%s”", host)
+        self.proposals.run(lambda: worker.propose_now(settings, task, token), done, failed)
 
     def close(self) -> None:
         """At quit (and in tests): the questions go; a run's connection ends with the app."""
         for host in list(self.questions):
             self._drop(self.questions.pop(host).dialog)
+        self.proposals.close(wait=False)
 
     def _drop(self, dialog: ConsentDialog) -> None:
         """A question done with: off the screen for good (not back after a screenshot that hid it), then gone."""

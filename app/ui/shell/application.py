@@ -25,7 +25,7 @@ from app.ui.bridge.hider import WindowHider
 from app.ui.bridge.host import AgentHost
 from app.ui.bridge.responsiveness import keep_ui_responsive
 from app.ui.history.window import HistoryStore, HistoryWindow
-from app.ui.messages import OUTCOME_HEADS, ask, error_html
+from app.ui.messages import OUTCOME_HEADS, ask, error_html, escape
 from app.ui.run.task_queue import TaskQueue
 from app.ui.run.window import MainWindow
 from app.ui.settings.dialog import SettingsDialog
@@ -45,6 +45,8 @@ NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window:
 MAIN_SIZE, HISTORY_SIZE = (1180, 780), (1180, 720)
 MODEL_TEST_RUNNING = ("<b>The model test is using the model.</b> Start the task when the test ends, or stop the "
                       "test (Settings → Model → Test on this computer).")
+MODEL_PROPOSING = ("<b>“{host}” is asking the model about the screen</b> (its propose tool; nothing is done). "
+                   "Start the task in a moment, once the model has answered.")
 
 
 class Application(QObject):
@@ -59,7 +61,7 @@ class Application(QObject):
         self.background = Background(self)
         self.store = HistoryStore(paths)
         self.saved_tasks = SavedTasks(self)
-        self.handed_steps = HandedSteps(self)  # steps of scheduled runs that wait for the person
+        self.handed_steps = HandedSteps(self)  # steps of scheduled runs that wait for the person (the link's)
         self.hider = WindowHider(self)
         self.host = AgentHost(paths, self.hider, engine_factory=engine_factory, dry_run=dry_run,
                               executor_factory=executor_factory, parent=self)
@@ -85,6 +87,7 @@ class Application(QObject):
         self._unsaved_secrets: list[tuple[str, BaseException]] = []  # keyring failures of the save under way
         self._writes_pending = 0  # settings saves queued on the background thread and not yet done
         self._closed = False
+        self.lent_for = ""  # the program whose proposal the model lent by the worker answers ("": the model test)
         self._wire()
         self.apply_keys()
         self.main.show_model_choice(self.settings)
@@ -210,7 +213,8 @@ class Application(QObject):
         the status area says why."""
         if not self.host.worker.lent:
             return False
-        self.main.status.show_message(MODEL_TEST_RUNNING, "info", "busy")
+        self.main.status.show_message(MODEL_PROPOSING.format(host=escape(self.lent_for)) if self.lent_for
+                                      else MODEL_TEST_RUNNING, "info", "busy")
         return True
 
     def _run_finished(self, e: ev.RunFinished) -> None:
@@ -243,8 +247,7 @@ class Application(QObject):
         stops the run; a task during a run waits in the queue the status area shows (raising a window would take
         the keyboard from the window a step types into). False: it waits until no step acts."""
         task = str(msg.get("task") or "").strip()
-        if msg.get("cmd") in ("stop", "scheduled-step-over") or (msg.get("cmd") == "task" and task
-                                                                 and self.presenter.running):
+        if msg.get("cmd") == "stop" or (msg.get("cmd") == "task" and task and self.presenter.running):
             self.handle_instance_message(msg)  # raises no window in these cases
             return True
         return False
@@ -255,9 +258,7 @@ class Application(QObject):
         Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
         task = str(msg.get("task") or "").strip()
-        if str(msg.get("cmd", "")).startswith("scheduled-step"):
-            self.handed_steps.receive(msg)
-        elif msg.get("cmd") == "stop":
+        if msg.get("cmd") == "stop":
             self.presenter.stop()
         elif msg.get("cmd") == "task" and task and self.presenter.running:
             self.queue.add(task)

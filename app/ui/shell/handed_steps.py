@@ -1,91 +1,143 @@
 """Steps of a scheduled run (`deskhand task run --scheduled`, no window of its own) that wait for the person, asked
-here in an approval window as always: the run tells this app where to fetch the step through the single-instance
-socket ({"cmd": "scheduled-step", …}); the decision goes back the same way it came (app/agent/scheduled/
-handover.py). Fetching and answering run on the background thread; a step the run stopped waiting for (answered
-from the notification, or past its wait) is withdrawn."""
+here in an approval window as always: the run's `decide` request on the link (app.domain.link.protocol, the
+step as app/agent/scheduled/handover.py writes it), answered with the person's decision. The step is read on the
+background thread, and shown once no step of this app acts (its window would take the keyboard from the window
+a step types into); one at a time, others waiting their turn. A step the run stopped waiting for (answered from
+the notification, stopped, past its wait, or the run gone) is withdrawn."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject
+from PySide6.QtNetwork import QLocalSocket
 
 from app.agent.approval import Decision
-from app.agent.scheduled.handover import OVER, fetch_step, send_decision
+from app.agent.scheduled.handover import decision_json, step_from_json
 from app.domain.actions import AskUser
+from app.domain.link import protocol
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.bridge.host import Delivered, decode
 from app.ui.messages import error_html
+from app.ui.shell.single_instance import HeldWhileBusy, alive, finish, send
 
 log = logging.getLogger(__name__)
+STATUS_KEY = "scheduled-step"
+
+
+@dataclass(eq=False)
+class Handed:
+    sock: QLocalSocket
+    task: str
+    shown: Delivered
+    buffer: bytes = b""
+    over: bool = False  # decided here, or withdrawn by the run
 
 
 class HandedSteps(QObject):
     def __init__(self, app: Any) -> None:
-        """`app`: the Application (its background thread and main window's status area)."""
+        """`app`: the Application (its background thread, its windows and whether a step of its own acts)."""
         super().__init__(app)
         self.app = app
         self.dialog: ApprovalDialog | None = None
-        self.current: dict[str, Any] | None = None  # the message of the step the dialog shows
+        self.current: Handed | None = None  # the step the dialog shows
+        self.waiting: list[Handed] = []
+        self.held = HeldWhileBusy(lambda m: self._ready(m["handed"]), lambda: bool(app.hider.hidden or app.host.busy),
+                                  self)
 
-    def receive(self, msg: dict[str, Any]) -> None:
-        if msg.get("cmd") == OVER:
-            if self.current is not None and self.current.get("address") == msg.get("address"):
-                self.current = None
-                if self.dialog is not None:
-                    self.dialog.withdraw()
+    def take(self, sock: QLocalSocket, msg: dict[str, Any], rest: bytes) -> None:
+        """A `decide` request from the link: the step read off the UI thread, then "ok" and its turn."""
+        task = str(msg["task"])
+
+        def read() -> Delivered:
+            e = step_from_json(msg["step"])
+            return decode(e, e.screenshot_png)
+
+        def got(d: Delivered) -> None:
+            if not alive(sock):
+                return
+            h = Handed(sock, task, d, rest)
+            send(sock, protocol.ok())
+            sock.readyRead.connect(lambda: self._read(h))
+            sock.disconnected.connect(lambda: self._withdraw(h))
+            self._read(h)
+            if not h.over:
+                self.held.receive({"handed": h})
+
+        def damaged(exc: BaseException) -> None:
+            log.warning("a scheduled run's step could not be read: %s", exc)
+            finish(sock, protocol.refused(f"The Deskhand app could not read the step it was handed ({exc}).",
+                                          "Update Deskhand so that the app and the scheduled run are the same "
+                                          "version."))
+
+        self.app.background.run(read, got, damaged)
+
+    def _read(self, h: Handed) -> None:
+        if alive(h.sock):
+            h.buffer += bytes(h.sock.readAll().data())
+        while b"\n" in h.buffer:
+            line, h.buffer = h.buffer.split(b"\n", 1)
+            msg = protocol.decode(line)
+            if msg == protocol.CANCEL:
+                self._withdraw(h)
+            elif msg == protocol.FORWARD and h is self.current and self.dialog is not None:
+                self.dialog.show()  # "Approve in Deskhand" again: the same step, brought forward
+                self.dialog.raise_()
+
+    def _ready(self, h: Handed) -> None:
+        if not h.over and alive(h.sock):
+            self.waiting.append(h)
+            self._next()
+
+    def _next(self) -> None:
+        if self.current is not None or not self.waiting:
             return
-        if self.current is not None and self.current.get("address") == msg.get("address") \
-                and self.current.get("step") == msg.get("step") and self.dialog is not None:
-            self.dialog.show()  # "Approve in Deskhand" again: the same step, brought forward
-            self.dialog.raise_()
-            return
-        address, key = str(msg.get("address", "")), str(msg.get("key", ""))
-
-        def fetch() -> Delivered | None:
-            e = fetch_step(address, key)
-            return decode(e, e.screenshot_png) if e is not None else None
-
-        self.app.background.run(fetch, lambda d: self._present(msg, d), self._failed)
-
-    def _present(self, msg: dict[str, Any], d: Delivered | None) -> None:
-        if d is None:
-            return  # it was answered meanwhile
+        h = self.current = self.waiting.pop(0)
         if self.dialog is None:
             self.dialog = ApprovalDialog()
             self.dialog.screen_marker = False  # no cross-hair on the screen for another process's step
             self.dialog.decided.connect(self._decided)
-        self.current = msg
-        self.dialog.present(d, False)
+        self.dialog.present(h.shown, False)
         self.dialog.auto.hide()  # the scheduled run keeps its own policy
-        e = d.event
+        e = h.shown.event
         ask = isinstance(getattr(e, "action", None), AskUser)
-        task = msg.get("task", "")
-        self.dialog.step_label.setText(f"Scheduled task “{task}” — step {msg.get('step')}")
-        self.dialog.setWindowTitle(f"Deskhand — scheduled task “{task}”, step {msg.get('step')}: "
+        step = getattr(e, "step", 0)
+        self.dialog.step_label.setText(f"Scheduled task “{h.task}” — step {step}")
+        self.dialog.setWindowTitle(f"Deskhand — scheduled task “{h.task}”, step {step}: "
                                    f"{'answer the model' if ask else 'approve?'}")
 
     def _decided(self, step: int, decision: Decision) -> None:
-        msg, self.current = self.current, None
-        if msg is None:
+        h, self.current = self.current, None
+        if h is None:
             return
-        address, key = str(msg["address"]), str(msg["key"])
-        self.app.background.run(lambda: send_decision(address, key, step, decision), self._sent, self._failed)
+        h.over = True
+        if alive(h.sock):
+            finish(h.sock, {"decision": decision_json(decision)})
+        else:
+            self.app.main.status.show_message(error_html("The scheduled task did not take your answer: the run no "
+                                                         "longer waits for this step. History has the run."),
+                                              "error", STATUS_KEY)
+        self._next()
 
-    def _sent(self, result: tuple[bool, str]) -> None:
-        taken, why = result
-        if not taken:
-            self.app.main.status.show_message(error_html(f"The scheduled task did not take your answer: {why}"),
-                                              "error", "scheduled-step")
-
-    def _failed(self, exc: BaseException) -> None:
-        log.warning("a scheduled run's step: %s", exc)
-        self.app.main.status.show_message(error_html(f"The scheduled task's step could not be reached ({exc}); "
-                                                     "it may have ended. History has the run."), "error",
-                                          "scheduled-step")
+    def _withdraw(self, h: Handed) -> None:
+        """The run no longer waits for this step (or it is gone)."""
+        if h.over:
+            return
+        h.over = True
+        if h in self.waiting:
+            self.waiting.remove(h)
+        if h is self.current:
+            self.current = None
+            if self.dialog is not None:
+                self.dialog.withdraw()
+            self._next()
 
     def close(self) -> None:
+        for h in [*self.waiting, *([self.current] if self.current else [])]:
+            h.over = True
+        self.waiting, self.current = [], None
         if self.dialog is not None:
             self.dialog.withdraw()
             self.dialog.deleteLater()

@@ -17,12 +17,14 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 from app.domain.instance import peer_uid, private_dir, server_name
+from app.domain.link import protocol
 
-__all__ = ["InstanceServer", "private_dir", "send_to_running", "server_name"]
+__all__ = ["InstanceServer", "alive", "finish", "private_dir", "send", "send_to_running", "server_name"]
 
 log = logging.getLogger("deskhand.ui.instance")
 
@@ -51,6 +53,24 @@ def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) 
         reply += bytes(sock.readAll().data())
     sock.disconnectFromServer()
     return reply.strip() == b"ok"
+
+
+# ------------------------------------------------------------------ a link connection (its receiver answers)
+def alive(sock: QLocalSocket) -> bool:
+    return shiboken6.isValid(sock) and sock.state() == QLocalSocket.LocalSocketState.ConnectedState
+
+
+def send(sock: QLocalSocket, message: dict[str, Any]) -> None:
+    if alive(sock):
+        sock.write(protocol.encode(message))
+        sock.flush()
+
+
+def finish(sock: QLocalSocket, message: dict[str, Any]) -> None:
+    """The last answer on this connection, then it is closed."""
+    if alive(sock):
+        send(sock, message)
+        sock.disconnectFromServer()
 
 
 class InstanceServer(QObject):
