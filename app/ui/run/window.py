@@ -27,6 +27,7 @@ from app.domain.settings import Settings
 from app.ui import shortcuts
 from app.ui.bridge.host import Delivered
 from app.ui.icons import STATE_WORDS, app_icon
+from app.ui.run.saved_offers import SavedOffers
 from app.ui.run.step_list import StepList
 from app.ui.run.task_box import RecentButton, SavedTasksButton, TaskBox
 from app.ui.run.view import THOUGHT_PLACEHOLDER, RunView
@@ -92,6 +93,8 @@ class MainWindow(QMainWindow):
         self.recent.chosen.connect(self.set_task)
         self.saved_tasks = SavedTasksButton()
         self.saved_tasks.chosen.connect(self.saved_task_requested)
+        self.offers = SavedOffers(self.task_box, float_in=self)  # the same saved tasks, offered as one types
+        self.offers.chosen.connect(self.saved_task_requested)
         column.addWidget(self.start_button)
         column.addWidget(self.recent)
         column.addWidget(self.saved_tasks)
@@ -275,6 +278,7 @@ class MainWindow(QMainWindow):
 
     def set_saved_tasks(self, tasks: list[tuple[str, str]]) -> None:
         self.saved_tasks.set_tasks(tasks)
+        self.offers.set_tasks(tasks)
 
     def render_event(self, d: Delivered) -> None:
         self.view.render_event(d)

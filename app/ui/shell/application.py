@@ -108,6 +108,7 @@ class Application(QObject):
         m.quit_requested.connect(self.request_quit)
         m.close_requested.connect(self._main_closed)
         self.quick.submitted.connect(self._quick_submitted)
+        self.quick.saved_chosen.connect(self.saved_tasks.start)
         self.presenter.finished.connect(self._run_finished)
         if self.tray is not None:
             self._wire_tray(self.tray)

@@ -1,5 +1,6 @@
 """The quick-task box the global shortcut opens from anywhere: one line, Enter starts the task, Esc closes it,
-and so does clicking elsewhere (like a launcher); it has no taskbar entry. What was typed stays for next time."""
+and so does clicking elsewhere (like a launcher); it has no taskbar entry. What was typed stays for next time.
+Saved tasks that match the typing are offered under the line (Down, then Enter, runs one)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from PySide6.QtGui import QCursor, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.ui.icons import app_icon
+from app.ui.run.saved_offers import SavedOffers
 
 HINT = "Enter starts · Esc closes"
+OFFERS_HINT = "↓ picks a saved task · Enter starts · Esc closes the list"
 BUSY_HINT = "A task is running: this one waits until it ends · Esc closes"
 
 
 class QuickTaskBox(QWidget):
     submitted = Signal(str)
+    saved_chosen = Signal(str)  # the name of a saved task to run again
 
     def __init__(self) -> None:
         super().__init__(None, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint
@@ -24,10 +28,14 @@ class QuickTaskBox(QWidget):
         self.setObjectName("quickTask")
         self.setStyleSheet("#quickTask { background: #1f2937; } #panel { border: 1px solid #4b5563; }"
                            " QLabel { color: #e5e7eb; } QLineEdit { font-size: 15pt; padding: 6px;"
-                           " border-radius: 4px; border: 1px solid #60a5fa; background: #111827; color: #f9fafb; }")
+                           " border-radius: 4px; border: 1px solid #60a5fa; background: #111827; color: #f9fafb; }"
+                           " QListWidget { font-size: 11pt; border: 1px solid #4b5563; background: #111827;"
+                           " color: #e5e7eb; } QListWidget::item { padding: 4px 6px; }"
+                           " QListWidget::item:selected, QListWidget::item:hover { background: #2563eb;"
+                           " color: #ffffff; }")
         panel = QFrame(self)
         panel.setObjectName("panel")
-        outer = QVBoxLayout(self)
+        outer = self.outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(panel)
         layout = QVBoxLayout(panel)
@@ -46,6 +54,11 @@ class QuickTaskBox(QWidget):
         self.line.setPlaceholderText("e.g. “Open the downloads folder”")
         self.line.returnPressed.connect(self._submit)
         layout.addWidget(self.line)
+        self.offers = SavedOffers(self.line)
+        self.offers.chosen.connect(self._saved_chosen)
+        self.offers.shown.connect(self._offers_shown)
+        layout.addWidget(self.offers)
+        self.setFixedWidth(620)
         self.resize(620, 110)
         self._busy = False
         self._was_active = False
@@ -69,8 +82,12 @@ class QuickTaskBox(QWidget):
         self.line.setFocus()
         self.line.selectAll()
 
+    def set_saved_tasks(self, tasks: list[tuple[str, str]]) -> None:
+        self.offers.set_tasks(tasks)
+
     def set_busy_hint(self, busy: bool) -> None:
         self._busy = busy
+        self.offers.set_enabled(not busy)  # a saved task cannot wait its turn as a typed one does
         self._set_hint(BUSY_HINT if busy else HINT)
 
     def _set_hint(self, text: str, colour: str = "#9ca3af") -> None:
@@ -86,6 +103,20 @@ class QuickTaskBox(QWidget):
         self.hide()
         self.line.clear()
         self.submitted.emit(task)
+
+    def _saved_chosen(self, name: str) -> None:
+        self.hide()
+        self.line.clear()
+        self.saved_chosen.emit(name)
+
+    def _offers_shown(self, shown: bool) -> None:
+        self._set_hint(OFFERS_HINT if shown else BUSY_HINT if self._busy else HINT)
+        QTimer.singleShot(0, self, self._fit)
+
+    def _fit(self) -> None:
+        """Taller while saved tasks are offered, back to one line when they close."""
+        self.outer.activate()  # its minimum height first: the list's own space is still counted until then
+        self.resize(self.width(), max(110, self.sizeHint().height()) if self.offers.isVisible() else 110)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

@@ -35,6 +35,7 @@ class SavedTasks:
 
     def _show(self, tasks: list[tuple[str, str]]) -> None:
         self.app.main.set_saved_tasks(tasks)
+        self.app.quick.set_saved_tasks(tasks)
         if self.app.tray is not None:
             self.app.tray.set_saved_tasks(tasks)
 
