@@ -1,7 +1,15 @@
 """`deskhand eval grounding`: a model's grounding accuracy, speed and memory on this machine, on a published suite.
 
-Exit status: 0 done · 2 not started (bad arguments, a missing or damaged dataset, no engine) · 1 failed while
-running (results so far kept) · 130 stopped by Ctrl+C or SIGTERM (results so far kept, the summary marked partial).
+Side by side on the same items, one table with the paired difference: two settings (--compare tile-budget=12,7
+or --compare thinking=on,off), or two models (--compare-with Q8_0.gguf, --compare-with TEXT.gguf,MMPROJ.gguf or
+--compare-with http://127.0.0.1:8000/v1): each model is loaded after the one before it has been closed, so one
+GPU that holds one model is enough. Each model keeps its own profile (--profile for the first, --compare-profile
+for the second; both are named before the run).
+
+Exit status: 0 done · 2 not started (bad arguments, a missing or damaged dataset, no engine, a second model that
+is missing or not a vision model) · 1 failed while running (results so far kept; a second model that fails after
+the first finished leaves the first's figures summarised) · 130 stopped by Ctrl+C or SIGTERM (results so far kept,
+the summary marked partial).
 """
 
 from __future__ import annotations
@@ -73,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "(default: the profile's)")
     g.add_argument("--compare", type=_compare, metavar="SETTING=A,B", help="two settings side by side on the "
                    "same items: tile-budget=12,7 or thinking=on,off")
+    from app.cli.shared.second_model import add_second_model_arguments
+
+    add_second_model_arguments(g)
     g.set_defaults(func=run)
     from app.cli.eval_replay_cmd import register as register_replay
     from app.cli.eval_tasks_cmd import register_tasks
@@ -82,18 +93,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
+    from app.cli.shared.second_model import check, labels, say_profiles, second_settings
     from app.eval.grounding import Variant
 
-    def variant(name: str, s: Any, thinking: bool | None) -> Variant:
+    def variant(name: str, s: Any, thinking: bool | None, from_command_line: bool = bool(args.engine)) -> Variant:
         local = s.engine != "remote"
         shown = {"engine": s.engine, "profile": s.profile, "tile_budget": s.tile_budget,
                  "thinking": "profile" if thinking is None else ("on" if thinking else "off"),
-                 **({"context_size": s.context_size, "gpu_layers": s.gpu_layers} if local else
-                    {"url": s.engine_url, "served_model": s.engine_model})}
-        return Variant(name, shown, lambda: engine_of(s, from_command_line=bool(args.engine)), thinking,
+                 **({"text_model": s.text_model, "mmproj": s.mmproj, "context_size": s.context_size,
+                     "gpu_layers": s.gpu_layers} if local else {"url": s.engine_url, "served_model": s.engine_model})}
+        return Variant(name, shown, lambda: engine_of(s, from_command_line=from_command_line), thinking,
                        [s.text_model, s.mmproj] if local else [], "local" if local else "remote",
                        s.text_model if local else s.engine_model)
 
+    second = second_settings(args, settings)
+    if second is not None:  # two models: both checked (files, server) before either is loaded
+        checked = (check(settings, "first", bool(args.engine)), check(second, "second", True))
+        names = labels(*checked, settings, second)
+        say_profiles(names, checked)
+        return [variant(names[0], settings, args.thinking), variant(names[1], second, args.thinking, True)]
     engine_of(settings, from_command_line=bool(args.engine)).close()  # an engine that is not set up: refused now
     if not args.compare:
         return [variant("", settings, args.thinking)]
@@ -188,4 +206,9 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
     else:
         print("\n".join(lines(summary, s.breakdown)))
         print(f"files: {out}")
+    if summary.get("failed"):  # a later model (or setting) failed: what the earlier one measured is kept
+        f = summary["failed"]
+        say(f"{f['variant']} {'could not be loaded' if f['stage'] == 'load' else 'failed part-way'}; the results "
+            f"before it are kept and summarised in {out / 'summary.md'}.\n{f['error']}")
+        return EXIT_FAILED
     return 0 if summary["complete"] else EXIT_STOPPED

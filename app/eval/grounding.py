@@ -18,7 +18,7 @@ from app.domain.errors import Cancelled, DeskhandError
 from app.engine.base import Engine
 from app.eval import drawing, report
 from app.eval.items import Item
-from app.eval.memory import GpuPeak, peak_rss_bytes
+from app.eval.memory import GpuPeak, peak_rss_bytes, peak_rss_since_reset, reset_peak_rss
 from app.eval.runner import ItemResult, check_item, run_items
 from app.eval.suites import Suite
 
@@ -77,51 +77,104 @@ def prepare_out(out: Path) -> Path:
     return out
 
 
+def _identity(v: Variant) -> tuple[Any, ...]:
+    """What tells two models apart: a settings comparison keeps this the same, a model comparison does not."""
+    return v.kind, v.model, tuple(v.files), v.settings.get("url")
+
+
+@dataclass
+class _Measured:
+    """One setting's (or model's) results, and what its engine was: the model, the profile, the time to load it
+    and the memory its turn took."""
+
+    results: list[ItemResult] = field(default_factory=list)
+    engine: dict[str, Any] = field(default_factory=dict)
+
+
+def _measure(v: Variant, items: Sequence[Item], results_file: Path, token: CancelToken, say: Say,
+             progress: Callable[[int, int, ItemResult], None] | None, m: _Measured) -> None:
+    """Load the variant's engine, run every item, close it (always: the next model is loaded only after this one
+    has let go of its memory, so a GPU that holds one model is enough for a comparison)."""
+    separate = reset_peak_rss()
+    t0 = time.monotonic()
+    with GpuPeak() as gpu:
+        engine = v.make()
+        try:
+            info = engine.load(None, token)
+            load_s = round(time.monotonic() - t0, 3)  # before the files' SHA-256, which takes a while for 12B
+            set_thinking(engine, v.thinking)
+            profile = getattr(engine, "profile", None)
+            m.engine = {"kind": v.kind, "model": info.name, "device": info.device,
+                        "memory_estimate_bytes": info.memory_bytes, "warnings": list(info.warnings),
+                        "files": [report.model_file(f) for f in v.files],
+                        "profile": getattr(profile, "name", ""), "profile_file": str(getattr(profile, "source", "")),
+                        "load_s": load_s}
+
+            def collect(i: int, n: int, r: ItemResult, label: str = f"{v.name}: " if v.name else "") -> None:
+                m.results.append(r)
+                if progress is not None:
+                    progress(i, n, r)
+                if i == n or i == 1 or i % 10 == 0:
+                    say(f"{label}{i}/{n} items, {sum(x.hit for x in m.results)} hit, last {r.seconds:.2f} s")
+
+            run_items(engine, items, results_file, token, v.name, collect)
+        finally:
+            engine.close()
+            if m.engine:
+                m.engine["memory"] = {"gpu_peak_bytes": gpu.peak,
+                                      "process_peak_bytes": peak_rss_since_reset() if separate else None}
+
+
 def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequence[Item], variants: Sequence[Variant],
              out: Path, seed: int, token: CancelToken, say: Say,
              progress: Callable[[int, int, ItemResult], None] | None = None) -> dict[str, Any]:
-    """`progress`: each item's result as it is scored (i of n, per setting), for a window's progress bar."""
+    """`progress`: each item's result as it is scored (i of n, per setting), for a window's progress bar.
+
+    The settings (or models) run one after the other, each engine closed before the next is made. A later one that
+    cannot be loaded or fails part-way keeps what the earlier ones measured: the summary is written with them and
+    names the one that failed (`failed`). The first one failing raises, as there is nothing to summarise."""
     results_file = out / "results.jsonl"
-    runs: dict[str, list[ItemResult]] = {}
-    engine_info: dict[str, Any] = {}
+    measured_by: dict[str, _Measured] = {}
+    failed: dict[str, str] = {}  # a later setting or model that could not be measured
     complete = True
     t0 = time.monotonic()
-    with GpuPeak() as gpu:
-        try:
-            for v in variants:
-                runs[v.name] = []
-                engine = v.make()
-                try:
-                    info = engine.load(None, token)
-                    set_thinking(engine, v.thinking)
-                    if not engine_info:
-                        engine_info = {"kind": v.kind, "model": info.name, "device": info.device,
-                                       "memory_estimate_bytes": info.memory_bytes, "warnings": list(info.warnings),
-                                       "files": [report.model_file(f) for f in v.files]}
-                    done = runs[v.name]
-
-                    def collect(i: int, n: int, r: ItemResult, done: list[ItemResult] = done,
-                                label: str = f"{v.name}: " if v.name else "") -> None:
-                        done.append(r)
-                        if progress is not None:
-                            progress(i, n, r)
-                        if i == n or i == 1 or i % 10 == 0:
-                            say(f"{label}{i}/{n} items, {sum(x.hit for x in done)} hit, last {r.seconds:.2f} s")
-
-                    run_items(engine, items, results_file, token, v.name, collect)
-                finally:
-                    engine.close()
-        except Cancelled:
-            complete = False
-            say(f"stopped: {sum(len(r) for r in runs.values())} result(s) kept in {results_file}")
+    process_peak = peak_rss_bytes()  # before any per-model reset: the data set's checks count too
+    try:
+        for i, v in enumerate(variants):
+            measured_by[v.name] = m = _Measured()
+            try:
+                _measure(v, items, results_file, token, say, progress, m)
+            except DeskhandError as exc:
+                if i == 0:
+                    raise
+                failed = {"variant": v.name, "stage": "run" if m.engine else "load", "error": str(exc)}
+                complete = False
+                if not m.engine:
+                    del measured_by[v.name]  # never loaded: no row of zeros beside the others
+                say(f"{v.name}: {'failed part-way' if m.engine else 'could not be loaded'}: {exc.what} "
+                    f"({', '.join(n for n in measured_by if n != v.name)}: results kept)")
+                break
+    except Cancelled:
+        complete = False
+        say(f"stopped: {sum(len(m.results) for m in measured_by.values())} result(s) kept in {results_file}")
+    runs = {name: m.results for name, m in measured_by.items()}
+    engines = {name: m.engine for name, m in measured_by.items() if m.engine}
+    memories = [e["memory"] for e in engines.values() if "memory" in e]
+    gpu = [mem["gpu_peak_bytes"] for mem in memories if mem["gpu_peak_bytes"] is not None]
+    rss = [mem["process_peak_bytes"] or 0 for mem in memories]
+    first = next(iter(engines.values()), None)
     measured = {
         "suite": {"name": suite.name, "title": suite.title, "source": source, "license": suite.license,
                   "items_in_suite": len(all_items), "published": suite.published},
         "items": len(items), "seed": seed, "deskhand_version": __version__, "call": CALL,
-        "engine": engine_info or {"kind": variants[0].kind if variants else "", "model": ""},
+        "engine": first or {"kind": variants[0].kind if variants else "", "model": ""},
+        "engines": engines,
         "settings": {v.name: v.settings for v in variants},
-        "memory": {"gpu_peak_bytes": gpu.peak, "process_peak_bytes": peak_rss_bytes()},
+        **({"compared": "models"} if len({_identity(v) for v in variants}) > 1 else {}),
+        "memory": {"gpu_peak_bytes": max(gpu) if gpu else None,
+                   "process_peak_bytes": max([process_peak, peak_rss_bytes(), *rss])},
         "wall_s": round(time.monotonic() - t0, 3),
+        **({"failed": failed} if failed else {}),
     }
     s = report.summary(runs, measured, complete)
     report.write(out, s, suite.breakdown)

@@ -1,20 +1,43 @@
 """Peak memory while the eval runs: this process's GPU memory (sampled from nvidia-smi, where there is one) and
-its peak resident memory (the kernel's own count)."""
+its peak resident memory (the kernel's own count), for the whole run and for each model in turn (Linux lets a
+process reset its own peak, so the second model of a comparison is not charged with the first's)."""
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 
 def peak_rss_bytes() -> int:
     """This process's peak resident set size (ru_maxrss: KiB on Linux, bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident set size afresh (Linux: /proc/self/clear_refs, 5); False where the
+    system keeps one peak for the whole process."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_since_reset() -> int | None:
+    """The peak resident set size since `reset_peak_rss` (VmHWM, Linux); None where it cannot be read."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmHWM:\s+(\d+)\s+kB", status, re.MULTILINE)
+    return int(m.group(1)) * 1024 if m else None
 
 
 def gpu_bytes_now(pid: int) -> int | None:

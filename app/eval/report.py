@@ -99,24 +99,84 @@ def chance_note(s: dict[str, Any]) -> str:
     return " ".join(notes)
 
 
+def _gib(n: int | None) -> str:
+    return f"{n / 2**30:.2f} GiB" if n is not None else "?"
+
+
+def model_cells(e: dict[str, Any]) -> tuple[str, str]:
+    """A model's quantization and peak memory as the comparison table shows them."""
+    if e.get("kind") == "remote":
+        return "server", "on the server"
+    files = e.get("files") or [{}]
+    mem = e.get("memory", {})
+    gpu, rss = mem.get("gpu_peak_bytes"), mem.get("process_peak_bytes")
+    shown = f"GPU {_gib(gpu)}, RAM {_gib(rss)}" if gpu is not None else f"RAM {_gib(rss)}"
+    return str(files[0].get("quantization", "?")), shown if rss is not None or gpu is not None else "not measured"
+
+
+def model_line(name: str, e: dict[str, Any], v: dict[str, Any] | None) -> str:
+    """Which model, files, profile and time: what a reader needs to trust the row above."""
+    if e.get("kind") == "remote":
+        what = f"model server, served model {e.get('model') or '?'}"
+    else:
+        what = "embedded, " + ", ".join(f"{f['name']} ({f.get('quantization', '?')}, sha256 "
+                                        f"{str(f.get('sha256', '?'))[:12]}…)" for f in e.get("files", []))
+    timing = f"loaded in {e.get('load_s', 0):.1f} s"
+    if v is not None:
+        timing += f", {v['items']} item(s) in {v['seconds_per_item']['total']:.1f} s"
+    return f"  {name}: {what}; {e.get('device', '')}; profile {e.get('profile') or '?'}; {timing}"
+
+
+def profile_note(s: dict[str, Any]) -> str:
+    profiles = {n: e.get("profile", "") for n, e in s.get("engines", {}).items()}
+    if s.get("compared") != "models" or len(set(profiles.values())) < 2:
+        return ""
+    each = ", ".join(f"{n} {p}" for n, p in profiles.items())
+    return (f"the models use different profiles ({each}): the difference includes each profile's own prompt, "
+            "image handling and answer format.")
+
+
+def failed_note(s: dict[str, Any]) -> str:
+    f = s.get("failed")
+    if not f:
+        return ""
+    kept = ", ".join(n for n in s["variants"] if n != f["variant"]) or "earlier"
+    what = "could not be loaded" if f["stage"] == "load" else "failed part-way"
+    return f"{f['variant']} {what}; {kept}: results kept. {' '.join(f['error'].split())}"
+
+
 def lines(s: dict[str, Any], breakdown: Sequence[str]) -> list[str]:
-    """The table people read: one row per setting, then the breakdowns the suite's published tables use."""
+    """The table people read: one row per setting (or model), then the breakdowns the suite's published tables
+    use."""
+    models = s.get("compared") == "models"
+    engines = s.get("engines", {})
+    head = (f"{len(s['settings'])} models on the same items, one loaded after the other" if models else
+            f"engine {s['engine']['kind']} ({s['engine'].get('model', '')})")
     out = [f"{s['suite']['title']}: {s['items']} item(s){'' if s['complete'] else ' (STOPPED EARLY: partial)'}; "
-           f"engine {s['engine']['kind']} ({s['engine'].get('model', '')})"]
+           + head]
     width = max([len(n) for n in s["variants"]] + [7])
-    out.append(f"{'setting':<{width}}  {'accuracy [95% interval]':<34}  {'s/step median':>13}  {'p90':>7}  "
-               f"{'tokens in/out':>13}")
+    extra = max([len(e.get("profile", "")) for e in engines.values()] + [7]) if models else 0
+    out.append(f"{'model' if models else 'setting':<{width}}  "
+               + (f"{'quant':<7}  {'profile':<{extra}}  " if models else "")
+               + f"{'accuracy [95% interval]':<34}  {'s/step median':>13}  {'p90':>7}  {'tokens in/out':>13}"
+               + ("  peak memory" if models else ""))
     for name, v in s["variants"].items():
         o = v["overall"]
         acc = (f"{100 * o['accuracy']:.1f}% [{100 * o['ci95'][0]:.1f}–{100 * o['ci95'][1]:.1f}] "
                f"({o['hits']}/{o['n']})")
         t = v["tokens_per_item"]
-        out.append(f"{name or 'default':<{width}}  {acc:<34}  {v['seconds_per_item']['median']:>13.3f}  "
-                   f"{v['seconds_per_item']['p90']:>7.3f}  {t['evaluated']:>6.0f}/{t['generated']:<6.0f}")
+        e = engines.get(name, {})
+        quant, memory = model_cells(e)
+        out.append(f"{name or 'default':<{width}}  "
+                   + (f"{quant:<7}  {e.get('profile', ''):<{extra}}  " if models else "")
+                   + f"{acc:<34}  {v['seconds_per_item']['median']:>13.3f}  {v['seconds_per_item']['p90']:>7.3f}  "
+                   + f"{t['evaluated']:>6.0f}/{t['generated']:<6.0f}" + (f"  {memory}" if models else ""))
     if "difference" in s:
         d = s["difference"]
         out.append(f"difference ({d['second_minus_first']}): {100 * d['difference']:+.1f} points "
                    f"[{100 * d['ci95'][0]:+.1f} to {100 * d['ci95'][1]:+.1f}], paired over {d['n']} item(s)")
+    if models:
+        out += [model_line(n, e, s["variants"].get(n)) for n, e in engines.items()]
     for key in breakdown:
         for name, v in s["variants"].items():
             groups = v["by"].get(key, {})
@@ -128,9 +188,9 @@ def lines(s: dict[str, Any], breakdown: Sequence[str]) -> list[str]:
     out.append(f"memory: GPU peak {gpu / 2**30:.2f} GiB" if gpu is not None else
                "memory: GPU peak not measured (no NVIDIA GPU seen)")
     out[-1] += f", process peak {mem.get('process_peak_bytes', 0) / 2**30:.2f} GiB"
-    note = chance_note(s)
-    if note:
-        out.append(f"note: {note}")
+    for note in (failed_note(s), profile_note(s), chance_note(s)):
+        if note:
+            out.append(f"note: {note}")
     return out
 
 
@@ -140,16 +200,19 @@ def markdown(s: dict[str, Any], breakdown: Sequence[str]) -> str:
     md.append(f"- suite: {s['suite']['name']} ({s['suite']['source']}, licence {s['suite']['license']}), "
               f"{s['items']} of {s['suite']['items_in_suite']} item(s), seed {s['seed']}")
     md.append(f"- call: {s['call']}")
-    e = s["engine"]
-    md.append(f"- engine: {e['kind']}, {e.get('device', '')}, model {e.get('model', '')}")
-    for f in e.get("files", []):
-        md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
+    engines = s.get("engines") or {"": s["engine"]}
+    for name, e in engines.items() if s.get("compared") == "models" else list(engines.items())[:1]:
+        md.append(f"- engine{f' [{name}]' if name and s.get('compared') == 'models' else ''}: {e['kind']}, "
+                  f"{e.get('device', '')}, model {e.get('model', '')}"
+                  + (f", profile {e['profile']} ({e.get('profile_file', '')})" if e.get("profile") else ""))
+        for f in e.get("files", []):
+            md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
     for name, settings in s["settings"].items():
         md.append(f"- settings{f' [{name}]' if name else ''}: {json.dumps(settings, ensure_ascii=False)}")
     md.append(f"- published figures to compare with: {s['suite']['published']}")
-    note = chance_note(s)
-    if note:
-        md += ["", f"**{note}**"]
+    for note in (failed_note(s), profile_note(s), chance_note(s)):
+        if note:
+            md += ["", f"**{note}**"]
     return "\n".join(md) + "\n"
 
 

@@ -53,7 +53,8 @@ def _rows(folder: Path, s: dict[str, Any], finished: float) -> list[Kept]:
         o = v["overall"]
         if not o["n"]:
             continue  # stopped before its first item: kept on disk, but no figure to set beside the others
-        model = Path(str(s.get("engine", {}).get("model") or "")).name or "?"
+        engine = s.get("engines", {}).get(name) or s.get("engine", {})  # each model of a model comparison
+        model = Path(str(engine.get("model") or "")).name or "?"
         out.append(Kept(folder, finished, s["suite"]["title"], model, _setting(s.get("settings", {}).get(name, {}),
                                                                               name),
                         int(s.get("items", 0)), int(o["hits"]), int(o["n"]), float(o["accuracy"]),
