@@ -200,3 +200,48 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
     assert said["j-saved-missing"].startswith("its saved task: There is no task file ")
     with pytest.raises(DeskhandError, match="does not exist"):
         load_suite(tmp_path / "nowhere")
+
+
+def test_a_task_file_with_a_python_check_is_imported_only_when_its_code_is_trusted(tmp_path):
+    """A task file is shared (mailed, downloaded); its Python check is code that would run, as the person, after
+    every run of the task. Importing it asks for --trust-python-check, and nothing is kept before that."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.desktop import REPO
+
+    marker = tmp_path / "ran"
+    code = f"import pathlib\npathlib.Path({str(marker)!r}).touch()\ndef check(ctx):\n    return True\n"
+    shared = tmp_path / "shared.deskhand-task.json"
+    shared.write_text(json.dumps(task_with(SuccessCheck("python", "check.py", code=code)).as_json()),
+                      encoding="utf-8")
+    home = tmp_path / "home"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "task", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "DESKHAND_HOME": str(home)})
+
+    refused = cli("import", str(shared))
+    assert refused.returncode == 2, refused.stderr
+    assert "holds a Python success check (check.py, 4 lines)" in refused.stderr
+    assert "Nothing was imported" in refused.stderr and "--trust-python-check" in refused.stderr
+    assert cli("list").stdout.startswith("No saved tasks yet.")
+    trusted = cli("import", str(shared), "--trust-python-check")
+    assert trusted.returncode == 0, trusted.stderr
+    assert json.loads(trusted.stdout)["imported"] == "t" and not marker.exists()  # kept, not run
+
+
+def test_a_task_file_without_code_is_imported_as_before(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.desktop import REPO
+
+    shared = tmp_path / "plain.deskhand-task.json"
+    shared.write_text(json.dumps(task_with(SuccessCheck("file", "~/x.txt", "done")).as_json()), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "app", "task", "import", str(shared)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKHAND_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0 and json.loads(done.stdout)["imported"] == "t", done.stderr
