@@ -245,3 +245,17 @@ def test_a_task_file_without_code_is_imported_as_before(tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DESKHAND_HOME": str(tmp_path / "home")})
     assert done.returncode == 0 and json.loads(done.stdout)["imported"] == "t", done.stderr
+
+
+def test_a_python_check_s_variables_never_reach_a_file(tmp_path):
+    """The run's variables may hold a password (a secret variable asked for at the run): the check gets them,
+    and no file of its run holds them (they reached it as a request file in its temporary folder)."""
+    code = ("import sys\nfrom pathlib import Path\n"
+            "def check(ctx):\n"
+            "    assert ctx.vars['password'] == 's3cret-passw0rd'\n"
+            "    folder = Path(sys.argv[-1]).parent\n"
+            "    holding = [p.name for p in folder.iterdir() if p.is_file() and b's3cret' in p.read_bytes()]\n"
+            "    holding += [a for a in sys.argv if 's3cret' in a]\n"
+            "    return f'the password is in {holding}' if holding else True\n")
+    got = outcome(code, tmp_path, vars={"password": "s3cret-passw0rd"})
+    assert got.passed, got.said
