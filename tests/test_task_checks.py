@@ -56,18 +56,36 @@ def test_a_python_check_sees_its_context_and_runs_in_the_work_folder(tmp_path):
     assert got.passed, got.said
 
 
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its parent to reap it has ended too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
 def test_a_hanging_check_is_stopped_with_what_it_started(tmp_path):
-    marker = tmp_path / "still-running"
-    late = f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(marker)!r}).touch()\n"
+    """The check starts a process of its own (which says its pid, then would run on), then hangs: both end."""
+    pid_file = tmp_path / "grandchild.pid"
+    grandchild = (f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+                  "time.sleep(600)\n")
     code = ("import subprocess, sys, time\n"
+            "from pathlib import Path\n"
             "def check(ctx):\n"
-            f"    subprocess.Popen([sys.executable, '-c', {late!r}])\n"
+            f"    subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
+            f"    while not Path({str(pid_file)!r}).exists():\n"
+            "        time.sleep(0.05)\n"
             "    while True:\n"
             "        time.sleep(1)\n")
-    got = outcome(code, tmp_path, timeout=1.5)
-    assert got.status == "broken" and "did not finish within 1.5 s and was stopped" in got.said
-    time.sleep(4)  # the grandchild would have written its file by now, had it survived
-    assert not marker.exists()
+    got = outcome(code, tmp_path, timeout=10)  # room for both to start on a busy machine
+    assert got.status == "broken" and "did not finish within 10 s and was stopped" in got.said
+    assert pid_file.exists(), "the check's own process never started: nothing was tested"
+    pid = int(pid_file.read_text())
+    end = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < end:  # SIGKILL is sent before the outcome; this waits for it
+        time.sleep(0.05)
+    assert _gone(pid), "the process the check started survived it"
 
 
 def test_a_check_file_is_refused_before_it_is_kept_when_it_cannot_work(tmp_path):
