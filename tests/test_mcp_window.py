@@ -442,6 +442,12 @@ def test_a_proposal_borrows_the_workers_model_and_a_task_typed_meanwhile_waits(q
             assert not app.start_task("A task typed meanwhile")
             assert f"“{HOST}” is asking the model about the screen" in " ".join(app.main.status.texts())
             assert app.main.task_box.toPlainText() == "A task typed meanwhile"
+            store.allow(HOST, ("run_task", "propose"))  # a host's task meanwhile: refused, saying what has the model
+            run = in_thread(lambda: client.ask("run", host=HOST, task="Click OK", auto_approve="safe"))
+            qtbot.waitUntil(run.done, timeout=60000)
+            said = str(run.exception())
+            assert f"model is busy with answering “{HOST}” (its propose tool)" in said, said
+            assert "no task can start now" in said and len(engine.seen) == 1
             gate.set()
             qtbot.waitUntil(asked.done, timeout=60000)
             conn, out = asked.result()
