@@ -142,3 +142,44 @@ def test_one_encoder_pass_gives_a_screenshot_s_tiles_the_embeddings_of_the_one_b
                 mtmd.mtmd_input_chunks_free(chunks)
     finally:
         rt.close()
+
+
+@pytest.mark.model
+def test_tiles_already_prepared_are_freed_when_a_later_one_fails(tiny_model_pair, monkeypatch):
+    """mtmd refuses the third tile of a batch (its tokenizer fails): the two prepared before it are released too,
+    not left in native memory (a few MB each)."""
+    import llama_cpp.mtmd_cpp as mtmd
+    from PIL import Image
+
+    from app.domain.errors import ModelLoadError
+    from app.engine.llama import vision
+    from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions
+
+    rt = LlamaRuntime(str(tiny_model_pair.text), str(tiny_model_pair.mmproj), RuntimeOptions(n_ctx=4096), None,
+                      CancelToken())
+    try:
+        made: list[int] = []
+        freed: list[int] = []
+        init, free, tokenize = mtmd.mtmd_input_chunks_init, mtmd.mtmd_input_chunks_free, mtmd.mtmd_tokenize
+
+        def counted_init():  # the real calls, counted
+            chunks = init()
+            made.append(chunks)
+            return chunks
+
+        def counted_free(chunks):
+            freed.append(chunks)
+            free(chunks)
+
+        def third_fails(*args):  # the one failure the real tokenizer cannot be made to give on demand
+            return 1 if len(made) == 3 else tokenize(*args)
+
+        monkeypatch.setattr(mtmd, "mtmd_input_chunks_init", counted_init)
+        monkeypatch.setattr(mtmd, "mtmd_input_chunks_free", counted_free)
+        monkeypatch.setattr(mtmd, "mtmd_tokenize", third_fails)
+        tiles = [Image.new("RGB", (512, 512), (10 * i, 40, 90)) for i in range(4)]
+        with pytest.raises(ModelLoadError, match="rejected a screenshot"):
+            vision.encode_tiles(rt, tiles)
+        assert len(made) == 3 and sorted(freed) == sorted(made)
+    finally:
+        rt.close()

@@ -377,6 +377,20 @@ def loaded_engines() -> list[Any]:
     return [o for o in gc.get_objects() if isinstance(o, LocalEngine) and o._rt is not None]
 
 
+def test_asking_while_no_app_listens_leaves_no_socket_open():
+    """A host's server and a scheduled run ask every fraction of a second while an app starts: each try that finds
+    no app closes its socket (left to the garbage collector, each was an unclosed-socket ResourceWarning)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert not client.app_answers()  # (this test's own settings folder: no app listens for it)
+        with pytest.raises(client.NoApp):
+            client.Connection()
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)], [str(w.message) for w in seen]
+
+
 def test_propose_with_the_app_running_asks_the_model_the_app_holds(qtbot, desktop, home, model_factory, tmp_path):
     """One copy of the model: the app's worker answers a host's propose with the engine it holds (loaded once,
     kept for the next task), and a task that holds the model makes propose a clear refusal. The model's files are
@@ -442,6 +456,12 @@ def test_a_proposal_borrows_the_workers_model_and_a_task_typed_meanwhile_waits(q
             assert not app.start_task("A task typed meanwhile")
             assert f"“{HOST}” is asking the model about the screen" in " ".join(app.main.status.texts())
             assert app.main.task_box.toPlainText() == "A task typed meanwhile"
+            store.allow(HOST, ("run_task", "propose"))  # a host's task meanwhile: refused, saying what has the model
+            run = in_thread(lambda: client.ask("run", host=HOST, task="Click OK", auto_approve="safe"))
+            qtbot.waitUntil(run.done, timeout=60000)
+            said = str(run.exception())
+            assert f"model is busy with answering “{HOST}” (its propose tool)" in said, said
+            assert "no task can start now" in said and len(engine.seen) == 1
             gate.set()
             qtbot.waitUntil(asked.done, timeout=60000)
             conn, out = asked.result()

@@ -159,3 +159,24 @@ def test_the_worker_refuses_to_lend_before_it_runs(tmp_path):
     with pytest.raises(DeskhandError, match="not ready to run the model"):
         worker.with_model(Settings(), CancelToken(), lambda engine, info: None)
     assert not worker.busy
+
+
+def test_a_job_longer_than_the_wait_slice_returns_its_result(tmp_path):
+    """with_model waits for the job in slices of half a second; a job that takes longer (every real model test)
+    returns its result. On Python 3.10 a slice's timeout raised concurrent.futures.TimeoutError, which is not the
+    builtin TimeoutError there: the test failed at once with "Something went wrong" while the job went on."""
+    from tests.scripted_engine import ScriptedEngine
+
+    worker = AgentWorker(default_paths(tmp_path / "home").ensure(), lambda e: None,
+                         engine_factory=lambda s: ScriptedEngine([])).start()
+    settings = Settings(text_model="model.gguf", mmproj="mmproj.gguf")
+
+    def job(engine, info) -> str:
+        time.sleep(1.5)  # longer than a slice, however busy the machine: its length is what is tested
+        return "measured"
+
+    try:
+        assert worker.with_model(settings, CancelToken(), job) == "measured"
+        assert not worker.lent and not worker.busy
+    finally:
+        worker.shutdown()

@@ -286,3 +286,40 @@ def test_a_question_from_the_model_is_answered_in_the_app_and_the_answer_reaches
             person.close()
     assert result[0].outcome == "answered" and result[0].answer == "Blue it is." and not opened
     assert model.seen[1].feedback == "The user answered: blue"
+
+
+def test_deskhand_closed_while_a_step_waits_in_it_lets_go_of_the_connection(desktop, services, qtbot):
+    """The person quits Deskhand with the step unanswered: the run goes back to waiting with the notification
+    ("Open Deskhand to decide"), and the connection the app ended is closed, not left to the garbage collector
+    (an unclosed socket, whose ResourceWarning would fail whichever test runs when it is collected)."""
+    import gc
+    import warnings
+
+    from app.agent.scheduled.person import PersonWait
+    from app.desktop.executor import DryRunExecutor
+
+    paths = default_paths().ensure()
+    model = ScriptedEngine([{"tool_name": "ask_user", "question": "Which colour?"}])
+    person = PersonWait("paint", 600, lambda text: None, lambda: None)
+    token = CancelToken()
+    cfg = HeadlessConfig(approve="safe", max_steps=4, person=person)
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(run_headless(
+        "Paint it", Settings(), model, paths, cfg, token, executor_factory=lambda t, c: DryRunExecutor())))
+    try:
+        with deskhand_app(paths) as app:
+            worker.start()
+            qtbot.waitUntil(lambda: not worker.is_alive() or shown(app), timeout=90_000)
+            assert worker.is_alive(), result
+        services.wait_posted("has a question for you")
+        qtbot.waitUntil(lambda: any(p.replaces and "Open Deskhand to decide" in p.body for p in services.posted),
+                        timeout=60_000)  # the app is gone: the run waits for the person again
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            gc.collect()
+        assert not [w for w in seen if issubclass(w.category, ResourceWarning)], [str(w.message) for w in seen]
+    finally:
+        token.cancel("the test is over")
+        worker.join(60)
+        person.close()
+    assert result and result[0].outcome == "stopped"

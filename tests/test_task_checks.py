@@ -56,18 +56,36 @@ def test_a_python_check_sees_its_context_and_runs_in_the_work_folder(tmp_path):
     assert got.passed, got.said
 
 
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its parent to reap it has ended too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
 def test_a_hanging_check_is_stopped_with_what_it_started(tmp_path):
-    marker = tmp_path / "still-running"
-    late = f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(marker)!r}).touch()\n"
+    """The check starts a process of its own (which says its pid, then would run on), then hangs: both end."""
+    pid_file = tmp_path / "grandchild.pid"
+    grandchild = (f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+                  "time.sleep(600)\n")
     code = ("import subprocess, sys, time\n"
+            "from pathlib import Path\n"
             "def check(ctx):\n"
-            f"    subprocess.Popen([sys.executable, '-c', {late!r}])\n"
+            f"    subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
+            f"    while not Path({str(pid_file)!r}).exists():\n"
+            "        time.sleep(0.05)\n"
             "    while True:\n"
             "        time.sleep(1)\n")
-    got = outcome(code, tmp_path, timeout=1.5)
-    assert got.status == "broken" and "did not finish within 1.5 s and was stopped" in got.said
-    time.sleep(4)  # the grandchild would have written its file by now, had it survived
-    assert not marker.exists()
+    got = outcome(code, tmp_path, timeout=10)  # room for both to start on a busy machine
+    assert got.status == "broken" and "did not finish within 10 s and was stopped" in got.said
+    assert pid_file.exists(), "the check's own process never started: nothing was tested"
+    pid = int(pid_file.read_text())
+    end = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < end:  # SIGKILL is sent before the outcome; this waits for it
+        time.sleep(0.05)
+    assert _gone(pid), "the process the check started survived it"
 
 
 def test_a_check_file_is_refused_before_it_is_kept_when_it_cannot_work(tmp_path):
@@ -200,3 +218,62 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
     assert said["j-saved-missing"].startswith("its saved task: There is no task file ")
     with pytest.raises(DeskhandError, match="does not exist"):
         load_suite(tmp_path / "nowhere")
+
+
+def test_a_task_file_with_a_python_check_is_imported_only_when_its_code_is_trusted(tmp_path):
+    """A task file is shared (mailed, downloaded); its Python check is code that would run, as the person, after
+    every run of the task. Importing it asks for --trust-python-check, and nothing is kept before that."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.desktop import REPO
+
+    marker = tmp_path / "ran"
+    code = f"import pathlib\npathlib.Path({str(marker)!r}).touch()\ndef check(ctx):\n    return True\n"
+    shared = tmp_path / "shared.deskhand-task.json"
+    shared.write_text(json.dumps(task_with(SuccessCheck("python", "check.py", code=code)).as_json()),
+                      encoding="utf-8")
+    home = tmp_path / "home"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "task", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "DESKHAND_HOME": str(home)})
+
+    refused = cli("import", str(shared))
+    assert refused.returncode == 2, refused.stderr
+    assert "holds a Python success check (check.py, 4 lines)" in refused.stderr
+    assert "Nothing was imported" in refused.stderr and "--trust-python-check" in refused.stderr
+    assert cli("list").stdout.startswith("No saved tasks yet.")
+    trusted = cli("import", str(shared), "--trust-python-check")
+    assert trusted.returncode == 0, trusted.stderr
+    assert json.loads(trusted.stdout)["imported"] == "t" and not marker.exists()  # kept, not run
+
+
+def test_a_task_file_without_code_is_imported_as_before(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.desktop import REPO
+
+    shared = tmp_path / "plain.deskhand-task.json"
+    shared.write_text(json.dumps(task_with(SuccessCheck("file", "~/x.txt", "done")).as_json()), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "app", "task", "import", str(shared)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DESKHAND_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0 and json.loads(done.stdout)["imported"] == "t", done.stderr
+
+
+def test_a_python_check_s_variables_never_reach_a_file(tmp_path):
+    """The run's variables may hold a password (a secret variable asked for at the run): the check gets them,
+    and no file of its run holds them (they reached it as a request file in its temporary folder)."""
+    code = ("import sys\nfrom pathlib import Path\n"
+            "def check(ctx):\n"
+            "    assert ctx.vars['password'] == 's3cret-passw0rd'\n"
+            "    folder = Path(sys.argv[-1]).parent\n"
+            "    holding = [p.name for p in folder.iterdir() if p.is_file() and b's3cret' in p.read_bytes()]\n"
+            "    holding += [a for a in sys.argv if 's3cret' in a]\n"
+            "    return f'the password is in {holding}' if holding else True\n")
+    got = outcome(code, tmp_path, vars={"password": "s3cret-passw0rd"})
+    assert got.passed, got.said

@@ -392,5 +392,5 @@ def test_windows_hidden_for_a_grab_stay_gone_when_deskhand_quits_before_they_com
     assert hider.holds(window)
     hider.closing.set()  # what Application.shutdown does first, then it deletes its windows
     window.deleteLater()
-    qtbot.wait(2000)  # the restore would have come by now
+    qtbot.waitUntil(lambda: not hider._restore_timer.isActive(), timeout=30000)  # the restore that was due came
     assert not hider.hidden

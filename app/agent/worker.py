@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -139,13 +139,11 @@ class AgentWorker:
             self._current = _Current(0, token, lent=True)
         done: Future[T] = Future()
         self._queue.put(("lend", (settings, token, job, done)))
-        while not done.done():
-            try:
-                return done.result(timeout=0.5)
-            except TimeoutError:
-                if not self._thread.is_alive() and not done.done():  # it quit before the job's turn came
-                    self._end_lending(token)
-                    raise Cancelled("Deskhand is quitting") from None
+        # waited for in slices without catching the timeout's exception: on Python 3.10 it is not TimeoutError
+        while not wait((done,), timeout=0.5).done:
+            if not self._thread.is_alive() and not done.done():  # it quit before the job's turn came
+                self._end_lending(token)
+                raise Cancelled("Deskhand is quitting")
         return done.result()
 
     def propose_now(self, settings: Settings, task: str, token: CancelToken) -> dict[str, Any]:

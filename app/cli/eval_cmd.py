@@ -97,14 +97,7 @@ def _variants(args: argparse.Namespace, settings: Any) -> list[Any]:
     from app.eval.grounding import Variant
 
     def variant(name: str, s: Any, thinking: bool | None, from_command_line: bool = bool(args.engine)) -> Variant:
-        local = s.engine != "remote"
-        shown = {"engine": s.engine, "profile": s.profile, "tile_budget": s.tile_budget,
-                 "thinking": "profile" if thinking is None else ("on" if thinking else "off"),
-                 **({"text_model": s.text_model, "mmproj": s.mmproj, "context_size": s.context_size,
-                     "gpu_layers": s.gpu_layers} if local else {"url": s.engine_url, "served_model": s.engine_model})}
-        return Variant(name, shown, lambda: engine_of(s, from_command_line=from_command_line), thinking,
-                       [s.text_model, s.mmproj] if local else [], "local" if local else "remote",
-                       s.text_model if local else s.engine_model)
+        return Variant.of(name, s, lambda: engine_of(s, from_command_line=from_command_line), thinking)
 
     second = second_settings(args, settings)
     if second is not None:  # two models: both checked (files, server) before either is loaded

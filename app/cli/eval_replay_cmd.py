@@ -68,15 +68,9 @@ def _where(s: Any) -> str:
 def _variant(args: argparse.Namespace, s: Any) -> Any:
     from app.eval.grounding import Variant
 
-    local = s.engine != "remote"
     thinking = None if args.thinking is None else args.thinking == "on"
-    shown = {"engine": s.engine, "profile": s.profile, "tile_budget": s.tile_budget, "thinking": args.thinking or
-             "profile", **({"context_size": s.context_size, "gpu_layers": s.gpu_layers} if local else
-                           {"url": s.engine_url, "served_model": s.engine_model})}
     engine_of(s, from_command_line=bool(args.engine)).close()  # an engine that is not set up: refused now
-    return Variant("", shown, lambda: engine_of(s, from_command_line=bool(args.engine)), thinking,
-                   [s.text_model, s.mmproj] if local else [], "local" if local else "remote",
-                   s.text_model if local else s.engine_model)
+    return Variant.of("", s, lambda: engine_of(s, from_command_line=bool(args.engine)), thinking)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -107,6 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     imp.add_argument("file", type=Path)
     imp.add_argument("--name", help="save it under another name")
     imp.add_argument("--replace", action="store_true", help="replace a saved task of that name")
+    imp.add_argument("--trust-python-check", action="store_true", help="import a task whose success check is "
+                     "Python code (it runs on this computer, as you, after each run); read that code first")
     imp.set_defaults(func=import_task)
 
 
@@ -362,6 +364,13 @@ def import_task(args: argparse.Namespace) -> int:
 
     try:
         task = read_task(args.file)
+        code = [c for c in task.checks if c.kind == "python"]
+        if code and not args.trust_python_check:  # a task file is shared; its code would run unasked after a run
+            names, lines = ", ".join(c.target or "check" for c in code), sum(len(c.code.splitlines()) for c in code)
+            raise DeskhandError(f"{args.file} holds a Python success check ({names}, {lines} lines): code that "
+                                "runs on this computer, as you, after each run of the task. Nothing was imported.",
+                                "Read that code first (the “code” of its check in the file); if you trust it, import "
+                                "again with --trust-python-check.")
         if args.name:
             task = renamed(task, args.name)
         path = _store().save(task, replace=args.replace)

@@ -15,6 +15,7 @@ from typing import Any
 from app import __version__
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
+from app.domain.settings import Settings
 from app.engine.base import Engine
 from app.eval import drawing, report
 from app.eval.items import Item
@@ -39,6 +40,17 @@ class Variant:
     files: list[str] = field(default_factory=list)  # model files to name (with their SHA-256) in the summary
     kind: str = "local"
     model: str = ""
+
+    @classmethod
+    def of(cls, name: str, s: Settings, make: Callable[[], Engine], thinking: bool | None = None) -> Variant:
+        """The variant the engine settings `s` describe, as every eval command and the model test name it."""
+        local = s.engine != "remote"
+        shown = {"engine": s.engine, "profile": s.profile, "tile_budget": s.tile_budget,
+                 "thinking": "profile" if thinking is None else ("on" if thinking else "off"),
+                 **({"text_model": s.text_model, "mmproj": s.mmproj, "context_size": s.context_size,
+                     "gpu_layers": s.gpu_layers} if local else {"url": s.engine_url, "served_model": s.engine_model})}
+        return cls(name, shown, make, thinking, [s.text_model, s.mmproj] if local else [],
+                   "local" if local else "remote", s.text_model if local else s.engine_model)
 
 
 def select(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:

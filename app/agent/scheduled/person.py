@@ -142,6 +142,7 @@ class PersonWait:
                     if handed is not None:
                         nid = self._post(summary, self._body(what, True), self._actions(True, verb), nid)
                 elif handed is not None and handed.gone:  # Deskhand was closed with the step unanswered
+                    handed.close()  # (its connection, ended by the app, is let go of here)
                     handed = None
                     nid = self._post(summary, self._body(what, False), self._actions(False, verb), nid)
             token.check()

@@ -21,8 +21,8 @@ failing the task). What `ctx` offers:
     ctx.screenshot() -> PIL.Image     the primary monitor now
 
 The check runs with the task's HOME and DISPLAY in its environment and its working directory at ctx.work.
-Run as `deskhand --check-worker REQUEST.json RESULT.json` (python -m app --check-worker ...) by
-app.agent.tasks.python_check.
+Run as `deskhand --check-worker RESULT.json` (python -m app --check-worker ...) by app.agent.tasks.python_check,
+the request (this JSON) on its stdin: the run's variables may hold a password, which is never written to a file.
 """
 
 from __future__ import annotations
@@ -134,9 +134,10 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    sys.stdin.close()  # the check itself reads nothing from there
     result = run(request)
-    Path(argv[1]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    Path(argv[0]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
     return 0
 
 

@@ -72,12 +72,13 @@ def _tail(path: Path, limit: int = 600) -> str:
 
 def run_python_check(req: CheckRequest, timeout_s: float) -> CheckOutcome:
     name = Path(req.filename).name
+    # the request goes on the child's stdin, never into a file: its variables may hold a password
+    request = json.dumps({
+        "code": req.code, "filename": req.filename, "home": str(req.home), "work": str(req.work),
+        "task_dir": str(req.task_dir) if req.task_dir else None, "vars": req.vars, "answer": req.answer,
+        "display": req.display, "app_log": str(req.app_log) if req.app_log else None}).encode("utf-8")
     with tempfile.TemporaryDirectory(prefix="deskhand-check-") as tmp:
-        request, result, output = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "output.txt"
-        request.write_text(json.dumps({
-            "code": req.code, "filename": req.filename, "home": str(req.home), "work": str(req.work),
-            "task_dir": str(req.task_dir) if req.task_dir else None, "vars": req.vars, "answer": req.answer,
-            "display": req.display, "app_log": str(req.app_log) if req.app_log else None}), encoding="utf-8")
+        result, output = Path(tmp) / "result.json", Path(tmp) / "output.txt"
         env = {**os.environ, **req.env, "HOME": str(req.home)}
         if req.display:
             env["DISPLAY"] = req.display
@@ -85,13 +86,14 @@ def run_python_check(req: CheckRequest, timeout_s: float) -> CheckOutcome:
         cwd = req.work if req.work.is_dir() else Path(tmp)
         with output.open("wb") as out:
             try:
-                proc = subprocess.Popen([*worker_command(), str(request), str(result)], cwd=cwd, env=env,
-                                        stdin=subprocess.DEVNULL, stdout=out,
+                proc = subprocess.Popen([*worker_command(), str(result)], cwd=cwd, env=env,
+                                        stdin=subprocess.PIPE, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
             except OSError as exc:
                 return CheckOutcome(BROKEN, f"the check {name} could not be started: {exc.strerror or exc}")
             try:
-                code = proc.wait(timeout_s)
+                proc.communicate(request, timeout_s)
+                code = proc.returncode
             except subprocess.TimeoutExpired:
                 _stop(proc)
                 return CheckOutcome(BROKEN, f"{name} did not finish within {timeout_s:g} s and was stopped "

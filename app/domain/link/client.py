@@ -31,14 +31,18 @@ class Connection:
         self._pipe: Any = None
         self._sock: socket.socket | None = None
         name = server_name(base_dir)
-        try:
-            if sys.platform.startswith("win"):
+        if sys.platform.startswith("win"):
+            try:
                 self._pipe = open(rf"\\.\pipe\{name}", "r+b", buffering=0)  # noqa: SIM115 - closed in close()
-                return
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError as exc:
+                raise NoApp(str(exc)) from None
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
             sock.settimeout(timeout)
             sock.connect(name)
         except OSError as exc:
+            sock.close()  # no app there: nothing is left open (the callers poll while an app starts)
             raise NoApp(str(exc)) from None
         uid = peer_uid(sock.fileno())
         if uid is not None and uid != os.getuid():  # another user's socket under our name: tell it nothing

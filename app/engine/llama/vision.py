@@ -103,7 +103,7 @@ def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]
     """Tiles of one size through the vision encoder in as few passes as mtmd allows: mtmd's batch API puts them
     into one encoder graph where the projector can batch (nemotron_v2_vl with Deskhand's llama.cpp patch 0001,
     up to `batch_max_tokens`); otherwise one pass a tile, as `encode_image` does. The embeddings per tile."""
-    made = [_tokenize(rt, t) for t in tiles]
+    made: list[tuple[Any, Any]] = []  # freed at the end, however it ends (a later tile may fail to tokenize)
     out: list[np.ndarray] = []
     batch = None
     members: list[Any] = []
@@ -126,6 +126,8 @@ def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]
         members.clear()
 
     try:
+        for t in tiles:
+            made.append(_tokenize(rt, t))
         for _, chunk in made:
             if batch is None:
                 batch = mtmd.mtmd_batch_init(rt.mctx)

@@ -78,14 +78,7 @@ def _variant(settings: Settings) -> Variant:
     if not engine_configured(settings):
         raise DeskhandError("No model is set up yet, so there is nothing to test.",
                             "Choose the model files (or a model server) above, or run the setup.")
-    local = settings.engine != "remote"
-    shown: dict[str, Any] = {"engine": settings.engine, "profile": settings.profile,
-                             "tile_budget": settings.tile_budget, "thinking": "profile"}
-    shown.update({"context_size": settings.context_size, "gpu_layers": settings.gpu_layers} if local else
-                 {"url": settings.engine_url, "served_model": settings.engine_model})
-    return Variant("", shown, lambda: engine_from_settings(settings), None,
-                   [settings.text_model, settings.mmproj] if local else [], "local" if local else "remote",
-                   settings.text_model if local else settings.engine_model)
+    return Variant.of("", settings, lambda: engine_from_settings(settings))
 
 
 def _folder(evals: Path, name: str) -> Path:

@@ -189,6 +189,12 @@ class AgentLink(QObject):
 
     def _start(self, sock: QLocalSocket, msg: dict[str, Any], rest: bytes) -> None:
         a, host, task = self.app, msg["host"], msg["task"].strip()
+        if self.run is None and not a.presenter.running and a.host.worker.lent:  # no task: the model is lent
+            what = (f"answering “{a.lent_for}” (its propose tool)" if a.lent_for else
+                    "the model test (Settings → Model → Test on this computer)")
+            finish(sock, protocol.refused(f"Deskhand's model is busy with {what}, so no task can start now.",
+                                          "Wait until it is done (the status tool tells), then call run_task again."))
+            return
         if a.presenter.running or a.host.busy or self.run is not None:
             who = f"a task from “{self.run.host}”" if self.run else "a task started at the desk"
             finish(sock, protocol.refused(
