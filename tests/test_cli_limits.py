@@ -30,6 +30,17 @@ def test_deskhand_run_refuses_a_limit_out_of_range(tmp_path, option, value, said
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--ctx", "-5", "-5 is outside 1..1,048,576"), ("--threads", "-2", "-2 is outside 0..1,024"),
+    ("--max-tokens", "0", "0 is outside 1..1,048,576"), ("--gpu-layers", "-7", "-7 is outside -1..100,000"),
+])
+def test_deskhand_propose_refuses_model_options_out_of_range(tmp_path, option, value, said):
+    """--ctx -5 used to reach llama.cpp ("n_ctx_seq == 0")."""
+    r = _deskhand("--base-dir", str(tmp_path), "propose", "--model", "t.gguf", "--mmproj", "m.gguf", "--screenshot",
+                  "s.png", "--task", "t", option, value)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_deskhand_do_refuses_deeply_nested_json_in_a_sentence(tmp_path):
     r = _deskhand("--base-dir", str(tmp_path), "do", "[" * 20_000 + "]" * 20_000, "--dry-run")
     assert r.returncode == 2, r.stderr
