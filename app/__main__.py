@@ -125,7 +125,14 @@ def self_test(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_in = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # Ctrl+C where no command handles it (loading, a prompt): a line, not a traceback
+        print("deskhand: interrupted (Ctrl+C).", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args_in: list[str]) -> int:
     if args_in[:1] == ["--quantize-worker"]:  # the child `model convert` quantizes in (app/setup/convert/quantize)
         _load_llama_first()
         from app.setup.convert.quantize import worker_main

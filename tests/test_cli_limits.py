@@ -3,13 +3,15 @@ or a traceback. Real `deskhand` processes and a real settings file."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from app.domain.settings import Settings, load_settings
-from tests.desktop import REPO
+from tests.desktop import REPO, wait_until
 
 
 def _deskhand(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -28,6 +30,17 @@ def test_deskhand_run_refuses_a_limit_out_of_range(tmp_path, option, value, said
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--ctx", "-5", "-5 is outside 1..1,048,576"), ("--threads", "-2", "-2 is outside 0..1,024"),
+    ("--max-tokens", "0", "0 is outside 1..1,048,576"), ("--gpu-layers", "-7", "-7 is outside -1..100,000"),
+])
+def test_deskhand_propose_refuses_model_options_out_of_range(tmp_path, option, value, said):
+    """--ctx -5 used to reach llama.cpp ("n_ctx_seq == 0")."""
+    r = _deskhand("--base-dir", str(tmp_path), "propose", "--model", "t.gguf", "--mmproj", "m.gguf", "--screenshot",
+                  "s.png", "--task", "t", option, value)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_deskhand_do_refuses_deeply_nested_json_in_a_sentence(tmp_path):
     r = _deskhand("--base-dir", str(tmp_path), "do", "[" * 20_000 + "]" * 20_000, "--dry-run")
     assert r.returncode == 2, r.stderr
@@ -42,3 +55,20 @@ def test_a_settings_file_nested_too_deeply_is_kept_aside_and_the_app_starts_on_d
     assert any("nested too deeply" in w for w in loaded.warnings), loaded.warnings
     assert loaded.settings.text_model == "/models/holo.gguf"  # the model setup is kept
     assert not path.exists() and list(tmp_path.glob("settings.corrupt-*.json"))
+
+
+def test_ctrl_c_where_no_command_handles_it_is_a_line_not_a_traceback(tmp_path):
+    """`deskhand setup --token` waiting for the token (or any command still loading) when Ctrl+C comes."""
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--base-dir", str(tmp_path), "setup", "--token"], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    try:
+        wchan = Path(f"/proc/{proc.pid}/wchan")
+        wait_until(lambda: "pipe_read" in wchan.read_text() or proc.poll() is not None, 60, "the token prompt")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and "interrupted (Ctrl+C)" in err and "Traceback" not in err, err

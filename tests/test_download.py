@@ -234,3 +234,26 @@ class socket_closed:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+@pytest.mark.parametrize("content", [None, b"not a certificate\n"])
+def test_a_certificate_file_that_cannot_be_read_is_named_not_taken_for_a_network_failure(hub, payload, tmp_path,
+                                                                                          monkeypatch, content):
+    """A missing or broken SSL_CERT_FILE makes the hub's HTTP client fail before it connects; the message names
+    the variable and the file, not the internet connection."""
+    from huggingface_hub.utils._http import close_session
+
+    hub.add(REPO, "model.gguf", payload)
+    ca = tmp_path / "private-ca.pem"
+    if content is not None:
+        ca.write_bytes(content)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    close_session()  # the library keeps one HTTP client: the next one reads the variable
+    try:
+        with pytest.raises(DownloadError) as err:
+            downloader(hub, tmp_path).download(spec("model.gguf", payload))
+    finally:
+        monkeypatch.delenv("SSL_CERT_FILE")
+        close_session()
+    assert "SSL_CERT_FILE" in err.value.what and "private-ca.pem" in err.value.what, err.value.what
+    assert "internet" not in err.value.todo and "SSL_CERT_FILE" in err.value.todo

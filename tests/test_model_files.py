@@ -109,3 +109,9 @@ def test_header_reader_sees_metadata_and_tensors(tiny_model_pair):
     assert info.architecture == "clip" and info.complete
     assert info.get("clip.projector_type") == "nemotron_v2_vl"
     assert any(name.startswith("v.blk.0.") for name in info.tensors)
+
+
+def test_a_file_one_byte_short_says_one_byte(tiny_model_pair, tmp_path):
+    short = tmp_path / "short.gguf"
+    short.write_bytes(tiny_model_pair.text.read_bytes()[:-1])
+    assert "1 byte of its tensor data is missing" in _err(short, tiny_model_pair.mmproj).what

@@ -41,7 +41,7 @@ def test_unknown_and_invalid_values_are_reported_and_the_rest_kept(tmp_path):
     loaded = load_settings(path)
     assert loaded.settings.gpu_layers == -1 and loaded.settings.tile_budget == 12 and loaded.settings.step_limit == 12
     text = " ".join(loaded.warnings)
-    assert "“gpu_layers” should be int" in text and "future_option" in text and "tile budget" in text
+    assert "“gpu_layers” should be a whole number" in text and "future_option" in text and "tile budget" in text
     save_settings(path, loaded.settings)  # unknown keys survive for a newer version
     assert json.loads(path.read_text())["future_option"] == 1
 

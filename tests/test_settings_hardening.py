@@ -101,3 +101,13 @@ def test_max_tiles_out_of_range_is_an_error(tiles, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["prompt", "--screenshot", str(shot), "--task", "t", "--max-tiles", tiles])
     assert exc.value.code == 2 and "--max-tiles" in capsys.readouterr().err
+
+
+def test_the_messages_for_a_hand_edited_file_say_what_is_wrong_in_words(tmp_path):
+    """A key with a stray “+” is not called “no keys”; types are named as a person would; one full stop."""
+    f = tmp_path / "settings.json"
+    f.write_text(json.dumps({**SETUP, "panic_hotkey": "garbage+++", "monitor": 99}), encoding="utf-8")
+    text = " ".join(load_settings(f).warnings)
+    assert "“garbage+++” has a “+” with no key beside it" in text and "No keys are set" not in text, text
+    assert "“monitor” should be text, got 99" in text and "str" not in text, text
+    assert ".." not in text, text

@@ -515,6 +515,7 @@ def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_
     area.show_message(long, "error", "outcome")
     qtbot.waitUntil(lambda: "…" in area.label.text() and area.label.heightForWidth(area.label.width()) <= height)
     assert area.height() == height and area.label.toolTip() == long  # the whole text is one hover away
+    assert area.label.text().startswith("<b>The task failed.</b> The text model"), area.label.text()  # not all bold
 
 
 def test_the_state_line_uses_the_whole_width_when_there_is_no_message(qtbot):

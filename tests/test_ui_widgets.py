@@ -360,3 +360,21 @@ def test_the_streamed_answer_reads_as_words():
                                       ("<ctrl>++k", False)])
 def test_hotkey_syntax(spec, ok):
     assert (hotkey_problem(spec) == "") is ok
+
+
+def test_a_dialog_squeezed_beside_the_target_is_never_shorter_than_its_contents(qtbot, dialog):
+    """A 1280×720 screen, the target in the middle: the dialog gets the narrow room beside it, where the risky
+    banner and the headline wrap onto more lines. It grows in height rather than draw its parts over each other."""
+    laptop = (1280, 720)
+    action = Write("rm -rf ~/old-projects", clear=True, press_enter=True, point=_point(640, 360, laptop))
+    present(qtbot, dialog, proposed(5, action, risky=True, size=laptop, note="A terminal is open.",
+                                    reason="Risky: typing into “Terminal — dev@build-server: ~/projects/archive” (a "
+                                           "terminal runs what is typed) and it types a command that deletes files "
+                                           "and presses Enter. Risky actions are always asked about."))
+    dialog.edit_button.click()
+    qtbot.wait(300)  # the placement after the frame is measured
+    inner = dialog.geometry()
+    assert inner.height() >= dialog.layout().minimumHeightForWidth(inner.width()), (inner, dialog.minimumSize())
+    hint, view = dialog.edit_hint.geometry(), dialog.view.geometry()
+    assert hint.top() > view.bottom(), (hint, view)  # the editing hint below the picture, not over it
+    assert not placement.Rect(inner.x(), inner.y(), inner.width(), inner.height()).contains(640, 360)

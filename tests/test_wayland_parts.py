@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,8 @@ def test_the_negotiated_format_is_read_back():
 
 
 def test_pods_are_padded_and_sized():
-    for built in (spa_pod.video_enum_format(), spa_pod.buffers_param(), spa_pod.cursor_meta_param()):
+    for built in (spa_pod.video_enum_format(), spa_pod.buffers_param(), spa_pod.cursor_meta_param(),
+                  spa_pod.header_meta_param()):
         size, kind = struct.unpack_from("<II", built)
         assert kind == spa_pod.T_OBJECT and len(built) == 8 + size and len(built) % 8 == 0
 
@@ -177,3 +179,79 @@ def test_text_no_layout_can_type_is_refused_before_anything_is_typed():
     executor.perform(Write("Grüße", point=Point(500, 500)), shot, CancelToken())
     typed = [args[0] for method, args in session.calls if method == "NotifyKeyboardKeysym" and args[1] == 1]
     assert typed == [ord(c) for c in "Grüße"]
+
+
+class _Compositor:
+    """Frames as a screen cast delivers them (the stream's `latest` and `wait_frame`), each with the time the
+    compositor made it, sent from another thread at set delays: what a late compositor does, on cue."""
+
+    def __init__(self, first: Any) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self.latest = first
+
+    def send_later(self, delay: float, made: float | None) -> None:
+        import threading
+
+        from app.desktop.wayland.pipewire import Frame
+
+        def send() -> None:
+            with self._cond:
+                seq = self.latest.seq + 1
+                self.latest = Frame(b"", VideoFormat(8, 1, 1), 4, seq, time.monotonic(), made)
+                self._cond.notify_all()
+
+        threading.Timer(delay, send).start()
+
+    def wait_frame(self, after: int = 0, timeout: float = 5.0) -> Any:
+        with self._cond:
+            self._cond.wait_for(lambda: self.latest.seq > after, timeout)
+            return self.latest if self.latest.seq > after else None
+
+
+def test_a_grab_after_hiding_takes_a_frame_the_compositor_made_after_it_had_the_hiding():
+    """The frame that arrives first after the hiding may have been made before the compositor handled it (it
+    was late, or this process was): a grab takes a frame made after the moment it is given, however late."""
+    from app.desktop.wayland.frames import MIN_LAG_S, PortalFrames
+    from app.desktop.wayland.pipewire import Frame
+
+    since = time.monotonic()
+    stale = Frame(b"", VideoFormat(8, 1, 1), 4, 1, since - 1.0, since - 1.0)
+    stream = _Compositor(stale)
+    stream.send_later(0.05, since - 0.01)  # made just before the compositor had the hiding, arrives after it
+    stream.send_later(MIN_LAG_S + 0.3, time.monotonic() + MIN_LAG_S + 0.2)  # the one without Deskhand, late
+    got = PortalFrames._fresh(stream, stale, since, since + 5.0)  # type: ignore[arg-type]
+    assert got is not None and got.seq == 3
+
+    # a compositor that does not say when it made its frames: the newest once it pauses after MIN_LAG_S
+    since = time.monotonic()
+    untold = Frame(b"", VideoFormat(8, 1, 1), 4, 1, since - 1.0)
+    stream = _Compositor(untold)
+    stream.send_later(0.05, None)
+    assert PortalFrames._fresh(stream, untold, since, since + 5.0).seq == 2  # type: ignore[arg-type,union-attr]
+
+    # nothing made after the hiding (Deskhand's windows were not on this monitor): the latest, at the deadline
+    since = time.monotonic()
+    stream = _Compositor(stale)
+    assert PortalFrames._fresh(stream, stale, since, since + 0.2) is stale  # type: ignore[arg-type]
+
+
+def test_a_frames_making_time_is_read_from_its_header_only_on_this_clock():
+    import ctypes
+
+    from app.desktop.wayland.pipewire import _made, _Meta, _MetaHeader, _SpaBuffer
+
+    kept: list[Any] = []  # what the buffers point to, alive until the end
+
+    def buffer_with_pts(pts: int) -> Any:
+        header = _MetaHeader(0, 0, pts, 0, 7)
+        metas = (_Meta * 1)(_Meta(spa_pod.META_HEADER, ctypes.sizeof(header), ctypes.addressof(header)))
+        kept.extend((header, metas))
+        return _SpaBuffer(1, 0, metas, None)
+
+    now = time.monotonic()
+    assert _made(buffer_with_pts(int((now - 0.2) * 1e9)), now) == pytest.approx(now - 0.2)
+    assert _made(buffer_with_pts(int(12.5 * 1e9)), now + 1000) is None  # counted from the stream's start
+    assert _made(buffer_with_pts(0), now) is None
+    assert _made(_SpaBuffer(0, 0, None, None), now) is None  # no header

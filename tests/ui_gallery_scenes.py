@@ -183,7 +183,8 @@ def phases(cam: Any, app: Application) -> None:
 
 def other_states(cam: Any, app: Application) -> None:
     risky = proposed(5, Write("rm -rf ~/old-projects", clear=True, press_enter=True, point=Point(300, 300)),
-                     risky=True, reason="Risky: it types a command that deletes files and presses Enter. Risky "
+                     risky=True, size=(1920 * cam.scale, 1080 * cam.scale),  # this screen, in its pixels
+                     reason="Risky: it types a command that deletes files and presses Enter. Risky "
                                         "actions are always asked about.",
                      note="A terminal is open.", thought="The user wants the old projects gone.")
     app.dialog.present(delivered(risky), True)

@@ -138,6 +138,10 @@ class GnomeSession(Started):
                 wait_until(lambda n=name, d=daemon: self.has_name(n) or self._alive(d), 20, f"{daemon} on the bus",
                            0.02)
 
+    def pid(self, name: str) -> int:
+        """The PID of a process this session started ("mutter")."""
+        return next(proc.pid for n, proc in self._procs if n == name)
+
     def has_name(self, name: str) -> bool:
         from jeepney import DBusAddress, new_method_call
         from jeepney.io.blocking import open_dbus_connection

@@ -43,8 +43,10 @@ def hotkey_problem(spec: str) -> str:
     """Why `spec` is not a usable shortcut ("" when it is), in words, without importing pynput (no display
     needed). The settings store pynput's syntax; people see the keys' names (`label`)."""
     parts = spec.split("+") if spec else []
-    if not parts or any(p == "" for p in parts):
+    if not spec.strip("+ "):
         return "No keys are set: click the field and press the keys you want, e.g. Ctrl+Alt+Space."
+    if any(p == "" for p in parts):
+        return f"“{spec}” has a “+” with no key beside it: press the keys you want again, e.g. Ctrl+Alt+Space."
     keys = []
     for part in parts:
         named = re.fullmatch(r"<([a-z0-9_]+)>", part)

@@ -97,7 +97,8 @@ def _coerce(name: str, value: Any) -> Any:
             return float(value)
     elif isinstance(default, str) and isinstance(value, str):
         return value
-    raise ValueError(f"“{name}” should be {type(default).__name__}, got {value!r}")
+    kind = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}[type(default)]
+    raise ValueError(f"“{name}” should be {kind}, got {json.dumps(value)[:80]}")
 
 
 def validate(s: Settings) -> list[str]:
@@ -225,7 +226,8 @@ def load_values(data: dict[str, Any], path: Path) -> Loaded:
     settings = Settings(**values, extra=extra)
     problems = validate(settings)
     if problems:
-        warnings.append("Invalid settings were reset to their defaults: " + "; ".join(problems) + ".")
+        warnings.append("Invalid settings were reset to their defaults: " + "; ".join(p.rstrip(".") for p in problems)
+                        + ".")
         settings = Settings(extra=extra, **{k: v for k, v in values.items() if not _invalid_alone(k, v)})
     for w in warnings:
         log.warning(w)

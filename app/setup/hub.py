@@ -79,4 +79,18 @@ def hub_error(exc: BaseException, filename: str, repo: str, have_token: bool, do
     if isinstance(exc, HfHubHTTPError):
         code = exc.response.status_code if exc.response is not None else "?"
         return DownloadError(f"{host} answered HTTP {code} for {filename}.", "Try again later.")
-    return interrupted(filename, done, exc, host)
+    return _certificates_problem() or interrupted(filename, done, exc, host)
+
+
+def _certificates_problem() -> DeskhandError | None:
+    """SSL_CERT_FILE or SSL_CERT_DIR naming what cannot be read: the hub's HTTP client fails on it before it
+    connects, with an error that would read as an unreachable hub."""
+    if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+        return None
+    from app.engine.remote.client import tls_context  # reads them as every HTTPS client of Deskhand's does
+
+    try:
+        tls_context()
+    except DeskhandError as exc:
+        return DownloadError(exc.what, exc.todo)
+    return None

@@ -177,15 +177,19 @@ class StatusArea(QFrame):
         doc = QTextDocument()
         doc.setHtml(text)
         lines = [ln for ln in doc.toPlainText().split("\n") if ln.strip()][: self.LINES]
-        bold = text.startswith("<b>")
         strong = QFont(self.label.font())
         strong.setBold(True)
+        # the bold lead ("The task failed.") stays bold and whole; only what follows it is cut short
+        lead = QTextDocument()
+        lead.setHtml(text[3:text.find("</b>")] if text.startswith("<b>") and "</b>" in text else "")
+        bold = lead.toPlainText()
         out = []
         for i, line in enumerate(lines):
-            first = bold and i == 0
-            metrics = QFontMetrics(strong) if first else self.label.fontMetrics()
-            shown = html.escape(metrics.elidedText(line, Qt.TextElideMode.ElideRight, width - 8))
-            out.append(f"<b>{shown}</b>" if first else shown)
+            head = bold if i == 0 and bold and line.startswith(bold) else ""
+            room = width - 8 - QFontMetrics(strong).horizontalAdvance(head)
+            rest = html.escape(self.label.fontMetrics().elidedText(line[len(head):], Qt.TextElideMode.ElideRight,
+                                                                   max(0, room)))
+            out.append(f"<b>{html.escape(head)}</b>{rest}" if head else rest)
         return "<br>".join(out)
 
     def paintEvent(self, event: QPaintEvent) -> None:

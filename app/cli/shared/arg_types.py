@@ -4,6 +4,7 @@ quietly replaced by a default (0 steps used to mean 40, -3 gave "Stopped after -
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 MAX_STEPS = 1000
 
@@ -30,3 +31,13 @@ def step_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{n} is outside 1..{MAX_STEPS} (steps a run may take; leave the option "
                                          "out for the step limit in Settings)")
     return n
+
+
+def whole_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """A whole number from `low` to `high`; `what` says what it counts, for the refusal."""
+    def check(text: str) -> int:
+        n = _whole(text)
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"{n} is outside {low:,}..{high:,} ({what})")
+        return n
+    return check

@@ -1,13 +1,16 @@
 """The screen-cast session as the capturer's frame source, and as its "desktop info" (the pointer position).
 
 The compositor sends a frame when the screen changes, so a grab takes the latest frame. Right after Deskhand hid
-its own windows (the hide hook says when), the frame that shows them gone may still be on its way: a grab then
-takes the newest frame once the compositor pauses, waiting at most until FRESH_FRAME_S after the hiding. A
-Wayland client cannot list the other windows, so the list is empty.
+its own windows, the latest frame may still show them: under load the compositor makes the frame without them
+seconds later, not milliseconds. The hide hook gives the moment by which the compositor had handled the hiding
+(a Wayland round trip), and each frame says when the compositor made it (its header's pts): a grab waits for a
+frame made after that moment, at most FRESH_FRAME_S. Where the compositor does not say when it made a frame, a
+grab falls back to the newest frame once the compositor pauses after MIN_LAG_S. A Wayland client cannot list the
+other windows, so the list is empty.
 """
-
 from __future__ import annotations
 
+import logging
 import time
 
 from PIL import Image
@@ -18,8 +21,11 @@ from app.desktop.windows import WindowInfo
 from app.domain.errors import CaptureError
 from app.domain.geometry import Layout, Monitor
 
-FRESH_FRAME_S = 0.8  # how long after hiding a frame may still show Deskhand
-MIN_LAG_S = 0.3  # a frame sent sooner may not show the hiding yet (measured 65-250 ms: headless mutter, 2 busy cores)
+log = logging.getLogger(__name__)
+# how long a grab waits for a frame made after the hiding (none comes where Deskhand's windows were not on this
+# monitor); with two busy cores headless mutter made it up to 0.32 s after the round trip, 0.49 s until it arrived
+FRESH_FRAME_S = 1.5
+MIN_LAG_S = 0.3  # and on until this long after the hiding: a closing animation (GNOME Shell's takes 0.15 s)
 QUIET_S = 0.04  # then no new frame for this long: the screen has caught up
 
 
@@ -53,14 +59,21 @@ class PortalFrames:
 
     @staticmethod
     def _fresh(stream: PipeWireStream, frame: Frame | None, since: float, deadline: float) -> Frame | None:
-        """Newer frames until the compositor has had MIN_LAG_S to show the hiding and then pauses for QUIET_S
-        (a static screen), or until the deadline (a moving one)."""
+        """Newer frames until one the compositor made after `since` is here (where its frames say when they were
+        made), then on until MIN_LAG_S after `since` and a pause of QUIET_S (a closing animation, a static
+        screen); at the deadline, the latest there is (the screen did not change, or the compositor is late)."""
+        proven = frame is not None and frame.made_after(since) is not False
         while (left := deadline - (now := time.monotonic())) > 0:
-            timeout = min(left, max(now, since + MIN_LAG_S) - now + QUIET_S)
+            timeout = min(left, max(now, since + MIN_LAG_S) - now + QUIET_S) if proven else left
             newer = stream.wait_frame(frame.seq if frame else 0, timeout)
             if newer is None:
-                break
+                if proven:
+                    break
+                continue
             frame = newer
+            proven = proven or frame.made_after(since) is not False
+        if not proven:
+            log.info("no frame made after the hiding within %.1f s: the latest one is used", deadline - since)
         return frame or stream.latest
 
     def grab(self, monitor: Monitor, since: float | None) -> tuple[Image.Image, bytes | bytearray]:

@@ -30,6 +30,7 @@ STREAM_FLAGS = 1 << 0 | 1 << 2  # PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MA
 DIRECTION_INPUT = 0
 STATE_ERROR, STATE_STREAMING = -1, 3
 STATE_NAMES = {-1: "error", 0: "unconnected", 1: "connecting", 2: "paused", 3: "streaming"}
+PTS_PLAUSIBLE_S = 30.0  # a frame's pts this far before its arrival is on some other clock
 PIPEWIRE_TODO = ("Install PipeWire's client library (Debian/Ubuntu: `sudo apt install libpipewire-0.3-0`; "
                  "Fedora: `sudo dnf install pipewire-libs`), then start Deskhand again.")
 
@@ -56,6 +57,11 @@ class _SpaBuffer(ctypes.Structure):
 
 class _PwBuffer(ctypes.Structure):
     _fields_ = [("buffer", ctypes.POINTER(_SpaBuffer)), ("user_data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
+
+
+class _MetaHeader(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint32), ("offset", ctypes.c_uint32), ("pts", ctypes.c_int64),
+                ("dts_offset", ctypes.c_int64), ("seq", ctypes.c_uint64)]
 
 
 class _MetaCursor(ctypes.Structure):
@@ -123,10 +129,27 @@ class Frame:
     stride: int
     seq: int
     at: float  # time.monotonic() when it arrived
+    made: float | None = None  # time.monotonic() when the compositor made it (its header), None: not told
+
+    def made_after(self, moment: float) -> bool | None:
+        """Whether the compositor made this frame after `moment` (time.monotonic()); None when it does not say."""
+        return None if self.made is None else self.made > moment
 
     @property
     def size(self) -> tuple[int, int]:
         return self.format.width, self.format.height
+
+
+def _made(buf: _SpaBuffer, arrived: float) -> float | None:
+    """When the compositor made the buffer, from its header's pts, where that is on this process's monotonic
+    clock (mutter's is; a compositor counting from another origin gives a time far from the arrival: not used)."""
+    for i in range(buf.n_metas):
+        meta = buf.metas[i]
+        if meta.type == spa_pod.META_HEADER and meta.data and meta.size >= ctypes.sizeof(_MetaHeader):
+            pts = _MetaHeader.from_address(meta.data).pts
+            made = pts / 1e9
+            return made if pts > 0 and arrived - PTS_PLAUSIBLE_S <= made <= arrived + 0.01 else None
+    return None
 
 
 def _param_array(params: list[bytes]) -> tuple[Any, list[Any]]:
@@ -208,8 +231,9 @@ class PipeWireStream:
             return
         with self._cond:
             self._format = fmt
-        array, keep = _param_array([spa_pod.buffers_param(), spa_pod.cursor_meta_param()])
-        self._lib.pw_stream_update_params(self._stream, array, 2)
+        params = [spa_pod.buffers_param(), spa_pod.cursor_meta_param(), spa_pod.header_meta_param()]
+        array, keep = _param_array(params)
+        self._lib.pw_stream_update_params(self._stream, array, len(params))
         del keep
 
     def _on_process(self, _data: Any) -> None:
@@ -254,9 +278,11 @@ class PipeWireStream:
         if chunk.size < stride * (fmt.height - 1) + fmt.width * 4:
             return
         data = ctypes.string_at(d.data + chunk.offset, chunk.size)
+        now = time.monotonic()
+        made = _made(buf, now)
         with self._cond:
             self._seq += 1
-            self._frame = Frame(data, fmt, stride, self._seq, time.monotonic())
+            self._frame = Frame(data, fmt, stride, self._seq, now, made)
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ any thread

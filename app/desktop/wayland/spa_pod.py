@@ -92,6 +92,15 @@ def meta_param(meta_type: int, size: int, max_size: int | None = None) -> bytes:
     return obj(OBJECT_PARAM_META, PARAM_META, [(META_TYPE, pod_id(meta_type)), (META_SIZE, value)])
 
 
+HEADER_META_SIZE = 32  # struct spa_meta_header: flags, offset, pts, dts_offset, seq
+
+
+def header_meta_param() -> bytes:
+    """Ask for each buffer's header: its `pts` says when the compositor made the frame (mutter: its monotonic
+    clock, in nanoseconds), which tells a frame made after Deskhand's windows were hidden from an older one."""
+    return meta_param(META_HEADER, HEADER_META_SIZE)
+
+
 def cursor_meta_param() -> bytes:
     """Ask for the pointer's position with every buffer. Room for a cursor image (unused) of up to 1024×1024:
     mutter offers exactly 384×384, and a range that misses the compositor's size drops the metadata silently."""

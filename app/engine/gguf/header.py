@@ -168,7 +168,8 @@ def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
     if not info.complete:
         missing = data_offset + needed - size
         raise ModelFileError(
-            f"The {role} file {p.name} is truncated: {missing:,} bytes of its tensor data are missing "
+            f"The {role} file {p.name} is truncated: {missing:,} byte{'s' if missing != 1 else ''} of its tensor data "
+            f"{'are' if missing != 1 else 'is'} missing "
             f"({size:,} of {data_offset + needed:,} bytes).",
             "The download was probably interrupted; download the file again or resume it in Deskhand's setup.")
     return info

@@ -191,12 +191,26 @@ class ApprovalDialog(QDialog, ApprovalForm):
         else:
             r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
         assert r is not None
+        r = self._tall_enough(r, area)
         self._last = r
         f = self._frame
         geometry = QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom())
         if geometry != self.geometry() or not self.isVisible():
             self.guard.moved()  # a click aimed at what was here before must not land on this window
         self.setGeometry(geometry)
+
+    def _tall_enough(self, r: placement.Rect, area: placement.Rect) -> placement.Rect:
+        """The box grown to the height its contents need at its width (the headline and the banners wrap onto
+        more lines in a narrow box), where the area allows: a layout squeezed below that draws its parts over
+        each other."""
+        f, layout = self._frame, self.layout()
+        if layout is None:
+            return r
+        inner = layout.minimumHeightForWidth(r.w - f.left() - f.right()) if layout.hasHeightForWidth() else -1
+        need = max(inner, layout.totalMinimumSize().height()) + f.top() + f.bottom()
+        if r.h >= need:
+            return r
+        return placement.place(area, (r.w, need), self.avoid, (r.w, min(need, area.h)))
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)

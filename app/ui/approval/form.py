@@ -56,7 +56,7 @@ class ApprovalForm:
         self.mismatch.setStyleSheet("#mismatchBanner { background: #fee2e2; color: #7f1d1d; border-radius: 4px;"
                                     " padding: 6px 8px; }")
         self.view = ScreenshotView()
-        self.view.setMinimumSize(480, 240)
+        self.view.setMinimumSize(480, 140)  # a small screen shrinks the picture first (the close-up stays)
         self.edit_hint = QLabel()
         self.edit_hint.setWordWrap(True)
         self.edit_hint.setMinimumHeight(2 * self.edit_hint.fontMetrics().lineSpacing())  # no jump when editing

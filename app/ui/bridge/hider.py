@@ -3,7 +3,9 @@ action it performs (so the model never sees Deskhand, and Deskhand never clicks 
 
 The worker thread only emits queued signals and waits on an Event; every widget is touched on the UI thread.
 "Gone" means the X server has unmapped the window and the window manager's frame around it (checked on the
-worker's own X connection), plus a short grace so the windows underneath can repaint the uncovered area.
+worker's own X connection), plus a short grace so the windows underneath can repaint the uncovered area. On
+Wayland it means the compositor has handled the hiding (a round trip on the application's own connection): the
+moment the hook gives is then one after which every frame the compositor makes shows the windows gone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QWidget
 
+from app.desktop.wayland.roundtrip import roundtrip
 from app.domain.errors import CaptureError
 from app.ui.activation import set_show_without_activating
 
@@ -44,6 +47,8 @@ class WindowHider(QObject):
         self._active: QWidget | None = None
         self._hidden_at = 0.0
         self._x11 = sys.platform.startswith("linux") and QApplication.platformName() == "xcb"
+        self._wl_display = _wayland_display()
+        self._synced = (0.0, 0.0)  # (a hiding's moment, when the compositor had handled it); worker thread only
         # grab, act, settle and grab again follow each other within milliseconds: showing the windows in
         # between would only make them flicker, so they come back once nothing has asked for a while
         self._restore_timer = QTimer(self)
@@ -81,9 +86,18 @@ class WindowHider(QObject):
                 wait_unmapped(got["ids"], self.timeout_s)
             if got:
                 time.sleep(max(0.0, got["at"] + self.grace_s - time.monotonic()))
+            if got.get("ids") and self._wl_display:
+                got["at"] = self._compositor_has_it(got["at"])
             yield got.get("at")  # when the windows went away: a screen cast may show them a little longer
         finally:
             self._restore_requested.emit()
+
+    def _compositor_has_it(self, hidden_at: float) -> float:
+        """When the compositor had handled the hiding done at `hidden_at`: one round trip per hiding (a frame
+        source waits once per moment it is given); `hidden_at` itself when no round trip could be made."""
+        if self._synced[0] != hidden_at:
+            self._synced = (hidden_at, roundtrip(self._wl_display, self.timeout_s) or hidden_at)
+        return self._synced[1]
 
     # ------------------------------------------------------------------ UI thread
     def windows(self) -> list[QWidget]:
@@ -165,6 +179,17 @@ class WindowHider(QObject):
         """A window closed for good while hidden (the dialog after its decision): do not show it again."""
         if widget in self._hidden:
             self._hidden.remove(widget)
+
+
+def _wayland_display() -> int:
+    """The application's own `struct wl_display *` on Wayland, else 0."""
+    if not QApplication.platformName().startswith("wayland"):
+        return 0
+    try:
+        return int(QApplication.instance().nativeInterface().display())  # type: ignore[union-attr]
+    except (AttributeError, TypeError, RuntimeError):  # a Qt without the Wayland native interface
+        log.warning("no Wayland display handle from Qt: screenshots right after hiding rely on timing")
+        return 0
 
 
 def _chain(d: Any, window: Any) -> list[Any]:
