@@ -62,6 +62,19 @@ class MemoryKeyring(KeyringBackend):
 
 
 @pytest.fixture(autouse=True)
+def cycles_collected_on_this_thread():
+    """Once an Application has moved Python's cycle collection onto the UI thread (app/ui/cycle_collector.py),
+    tests that run no event loop still get their cycles collected: here, on the main thread, after each test."""
+    yield
+    import gc
+
+    if not gc.isenabled():
+        from app.ui.cycle_collector import collect_due
+
+        collect_due()
+
+
+@pytest.fixture(autouse=True)
 def memory_keyring():
     previous = keyring.get_keyring()
     kr = MemoryKeyring()

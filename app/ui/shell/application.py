@@ -24,6 +24,7 @@ from app.ui.background import Background
 from app.ui.bridge.hider import WindowHider
 from app.ui.bridge.host import AgentHost
 from app.ui.bridge.responsiveness import keep_ui_responsive
+from app.ui.cycle_collector import collect_on_ui_thread
 from app.ui.history.window import HistoryStore, HistoryWindow
 from app.ui.messages import OUTCOME_HEADS, ask, error_html, escape
 from app.ui.run.task_queue import TaskQueue
@@ -56,6 +57,7 @@ class Application(QObject):
                  dry_run: bool = False, executor_factory: Callable[..., Any] | None = None, tray: bool = True,
                  hotkeys: bool = True, setup: bool = True, notices: tuple[str, ...] = ()) -> None:
         super().__init__()
+        collect_on_ui_thread()  # a Qt object left in a reference cycle must not die on the worker's thread
         self.paths, self.settings, self.warnings = paths, loaded.settings, loaded.warnings
         self.notices = notices
         self.background = Background(self)
