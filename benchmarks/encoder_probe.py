@@ -2,7 +2,10 @@
 encode (Holotron), and one screenshot with flash attention in clip on and off (any projector), with the
 embeddings compared between the ways.
 
-    python -m benchmarks.encoder_probe --model TEXT.gguf --mmproj MMPROJ.gguf [--repeats 5] [--json OUT.json]
+    python -m benchmarks.encoder_probe --model TEXT.gguf --mmproj MMPROJ.gguf [--repeats 5] [--json OUT.json] [--ops]
+
+With --ops, a third encoder context runs one encode node by node (benchmarks/op_profile.py's eval callback): where
+the encoder's time goes, by op, by tensor and by the products' operand types and shapes.
 
 Each encode returns its embeddings on the host, so its wall time includes the GPU's work. "preprocess" is mtmd's
 own preparation of a bitmap on the CPU (`mtmd_tokenize`: resize, normalise), part of every encode.
@@ -28,6 +31,7 @@ from app.engine.llama import vision
 from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions, recent_log
 from app.engine.profile import DynamicImageSpec
 from app.engine.tiling import choose_grid, tile_image
+from benchmarks import op_profile
 from benchmarks.step_modes import screenshots
 
 
@@ -47,7 +51,8 @@ def _diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return float(np.abs(x - y).max() / max(float(np.abs(x).max()), 1e-30))
 
 
-def _second_context(rt: LlamaRuntime, mmproj: str, flash_attn: bool) -> Any:
+def _second_context(rt: LlamaRuntime, mmproj: str, flash_attn: bool,
+                    timer: op_profile.NodeTimer | None = None) -> Any:
     p = mtmd.mtmd_context_params_default()
     p.use_gpu = rt.options.mmproj_on_gpu and rt.options.n_gpu_layers != 0
     p.print_timings = False
@@ -58,10 +63,35 @@ def _second_context(rt: LlamaRuntime, mmproj: str, flash_attn: bool) -> Any:
     for name in ("image_min_tokens", "image_max_tokens"):
         if getattr(rt.options, name) > 0:
             setattr(p, name, getattr(rt.options, name))
+    if timer is not None:
+        p.cb_eval = timer.callback
+        p.cb_eval_user_data = None
     return mtmd.mtmd_init_from_file(mmproj.encode(), rt.model, p)
 
 
-def probe(model: str, mmproj: str, repeats: int) -> dict[str, Any]:
+def _node_by_node(rt: LlamaRuntime, mmproj: str, encode: Any) -> dict[str, Any]:
+    """One `encode()` (after a warm-up) in a context whose eval callback times every node."""
+    timer = op_profile.NodeTimer()
+    other = _second_context(rt, mmproj, rt.options.flash_attn, timer)
+    if not other:
+        return {"error": "could not load a profiling context"}
+    own, rt.mctx = rt.mctx, other
+    try:
+        encode()
+        timer.on = True
+        t0 = time.perf_counter()
+        encode()
+        wall = time.perf_counter() - t0
+    finally:
+        timer.on = False
+        rt.mctx = own
+        mtmd.mtmd_free(other)
+    res = op_profile.table(timer.rows, 1)
+    res.update(profiled_wall_ms=1000 * wall, by_operands=op_profile.by_operands(timer, 1))
+    return res
+
+
+def probe(model: str, mmproj: str, repeats: int, ops: bool = False) -> dict[str, Any]:
     profile = resolve_profile("auto", model)
     img = profile.image
     budget = (img.min_tokens, img.max_tokens) if isinstance(img, DynamicImageSpec) else (0, 0)
@@ -99,6 +129,10 @@ def probe(model: str, mmproj: str, repeats: int) -> dict[str, Any]:
             groups = [bitmaps[i:i + half] for i in range(0, len(bitmaps), half)]
             res["groups"] = [len(g) for g in groups]
             res["grouped_ms"], _ = _ms(lambda: [e for g in groups for e in vision.encode_tiles(rt, g)], repeats)
+        if ops:  # the session's way: a batch's tiles together (groups), or the one dynamic-resolution image
+            tiles = len(bitmaps) > 1
+            res["ops"] = _node_by_node(rt, mmproj, lambda: [vision.encode_tiles(rt, g) for g in groups] if tiles
+                                       else one_by_one())
         own = rt.mctx
         for fa in (False,):
             other = _second_context(rt, mmproj, fa)
@@ -123,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mmproj", required=True)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default="")
+    p.add_argument("--ops", action="store_true", help="also time one encode node by node")
     a = p.parse_args(argv)
-    res = probe(a.model, a.mmproj, a.repeats)
+    res = probe(a.model, a.mmproj, a.repeats, a.ops)
     text = json.dumps(res, indent=2)
     print(text)
     if a.json:

@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run auto-approve with this tile budget (0: not): 2-7 make a 16:9 screen 2×1 + thumbnail")
     p.add_argument("--no-op-profile", dest="op_profile", action="store_false",
                    help="skip the op-by-op profile of the prefill and the decode")
+    p.add_argument("--op-profile", dest="op_profile", action="store_true", help="run it (the default)")
     p.add_argument("--logits-out", default="", help="save the logits of a fixed prompt here (.npy) to compare builds")
     p.add_argument("--commit", default=os.environ.get("DESKHAND_COMMIT", "unknown"))
     p.add_argument("--out", default="benchmarks/results")

@@ -72,6 +72,20 @@ host_profile() {  # the host's share: a Python profile of auto-approved steps on
   note "host profile $m done"
 }
 
+explore() {  # where the time goes next, and the runtime switches worth a patch: short runs on the patched build
+  probe patched enc-ops-12b m12 encoder_probe --repeats 2 --ops --json "$R/enc-ops-12b.json"
+  probe patched enc-ops-4b m4 encoder_probe --repeats 2 --ops --json "$R/enc-ops-4b.json"
+  STEPS=4 step patched 4b-ops m4 --modes auto --thinking off --op-profile
+  STEPS=6 step patched 12b-base m12 --modes auto
+  GGML_CUDA_DEQUANT_CHUNK_MB=0 STEPS=6 step patched 12b-chunk0 m12 --modes auto
+  GGML_CUDA_GRAPH_OPT=1 STEPS=6 step patched 12b-graphopt m12 --modes auto
+  STEPS=6 step patched 4b-base m4 --modes auto --thinking off
+  GGML_CUDA_DEQUANT_CHUNK_MB=0 STEPS=6 step patched 4b-chunk0 m4 --modes auto --thinking off
+  GGML_CUDA_GRAPH_OPT=1 STEPS=6 step patched 4b-graphopt m4 --modes auto --thinking off
+  STEPS=6 step plain 12b-plain m12 --modes auto
+  STEPS=6 step plain 4b-plain m4 --modes auto --thinking off
+}
+
 run_all() {
   cd "$ROOT"
   mkdir -p "$WORK"/{common,cpu,plain,patched} "$R"
@@ -96,6 +110,7 @@ run_all() {
   step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
+  if [ "${EXPLORE:-0}" = 1 ]; then explore; note "done"; return 0; fi
   if [ "${QUICK:-0}" = 1 ]; then  # the figures, larger micro-batches for the 12B, a host profile
     step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
     host_profile m4

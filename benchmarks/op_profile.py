@@ -27,9 +27,29 @@ NO_KERNEL = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 
 class _Head(ctypes.Structure):
-    """The start of `struct ggml_tensor` (ggml.h): its type, then the buffer that holds it."""
+    """The start of `struct ggml_tensor` (ggml.h, llama.cpp 0c1e570): type, buffer, shape, strides, op, its
+    parameters, flags and sources."""
 
-    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p)]
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16),
+                ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10)]
+
+
+SHAPED = {"MUL_MAT", "FLASH_ATTN_EXT", "MUL_MAT_ID"}  # ops whose cost depends on their operands' shapes and types
+
+
+def _operands(head: _Head, lib: Any) -> str:
+    """"q4_K 5120×20480 · f32 5120×512": the first two sources' types and shapes."""
+    parts = []
+    for s in head.src[:2]:
+        if not s:
+            continue
+        src = _Head.from_address(s)
+        dims = [int(n) for n in src.ne]
+        while len(dims) > 2 and dims[-1] == 1:
+            dims.pop()
+        parts.append(f"{(lib.ggml_type_name(src.type) or b'?').decode()} {'×'.join(map(str, dims))}")
+    return " · ".join(parts)
 
 
 def _lib() -> Any:
@@ -40,6 +60,8 @@ def _lib() -> Any:
     lib.ggml_get_name.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_buffer_is_host.restype = ctypes.c_bool
     lib.ggml_backend_buffer_is_host.argtypes = [ctypes.c_void_p]
+    lib.ggml_type_name.restype = ctypes.c_char_p
+    lib.ggml_type_name.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -50,6 +72,7 @@ class NodeTimer:
         self.lib = _lib()
         self.on = False
         self.rows: list[tuple[str, str, bool, float]] = []
+        self.shaped: list[tuple[str, str, float]] = []  # (op, operands, seconds) of the SHAPED ops
         self.marks: list[int] = []  # where the prefill's rows end
         self._asked = 0.0
         self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._cb)
@@ -63,8 +86,10 @@ class NodeTimer:
         seconds = time.perf_counter() - self._asked
         head = _Head.from_address(t)
         host = bool(head.buffer) and bool(self.lib.ggml_backend_buffer_is_host(head.buffer))
-        self.rows.append(((self.lib.ggml_op_desc(t) or b"?").decode(), (self.lib.ggml_get_name(t) or b"").decode(),
-                          host, seconds))
+        op = (self.lib.ggml_op_desc(t) or b"?").decode()
+        self.rows.append((op, (self.lib.ggml_get_name(t) or b"").decode(), host, seconds))
+        if op in SHAPED:
+            self.shaped.append((op, _operands(head, self.lib), seconds))
         return True  # False would stop the graph here
 
 
@@ -121,6 +146,19 @@ def table(rows: list[tuple[str, str, bool, float]], units: int, top: int = 15) -
             "overhead_per_node_us": 1e6 * overhead,
             "on_host": {"nodes": len(host) / units, "ms": 1000 * sum(host) / units},
             "by_op": rank(ops), "by_tensor": rank(names)}
+
+
+def by_operands(timer: NodeTimer, units: int, top: int = 12) -> list[dict[str, Any]]:
+    """The SHAPED ops grouped by their operands' types and shapes, net of the callback's cost per node, per unit:
+    which products and attentions cost what (an F32 weight or an unexpected shape shows here)."""
+    empty = [s for op, _, _, s in timer.rows if op in NO_KERNEL]
+    overhead = statistics.median(empty) if empty else 0.0
+    groups: dict[str, list[float]] = defaultdict(list)
+    for op, operands, s in timer.shaped:
+        groups[f"{op} {operands}"].append(max(0.0, s - overhead))
+    out = [{"what": k, "nodes": len(v) / units, "net_ms": 1000 * sum(v) / units} for k, v in groups.items()]
+    out.sort(key=lambda r: -r["net_ms"])
+    return out[:top]
 
 
 def profile(rt: Any, *, context_tokens: int, image_tokens: int, text_tokens: int, decode_tokens: int,
