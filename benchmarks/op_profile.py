@@ -156,7 +156,8 @@ def by_operands(timer: NodeTimer, units: int, top: int = 12) -> list[dict[str, A
     groups: dict[str, list[float]] = defaultdict(list)
     for op, operands, s in timer.shaped:
         groups[f"{op} {operands}"].append(max(0.0, s - overhead))
-    out = [{"what": k, "nodes": len(v) / units, "net_ms": 1000 * sum(v) / units} for k, v in groups.items()]
+    out: list[dict[str, Any]] = [{"what": k, "nodes": len(v) / units, "net_ms": 1000 * sum(v) / units}
+                                 for k, v in groups.items()]
     out.sort(key=lambda r: -r["net_ms"])
     return out[:top]
 
