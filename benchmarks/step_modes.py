@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import llama_cpp  # before numpy: see app.engine.llama.runtime
+import llama_cpp  # noqa: F401  # before numpy: see app.engine.llama.runtime
 import numpy as np
 from PIL import Image, ImageDraw
 
@@ -61,8 +61,10 @@ class ForcedSampler(GrammarSampler):
     the next token is the tokenizer's first token for the rest of the text. Forced runs (`forced()`) come from
     the grammar as in the engine."""
 
-    def __init__(self, rt: Any, grammar: str, target: str, follow: Any = None) -> None:
-        super().__init__(rt, grammar, follow=follow)
+    def __init__(self, rt: Any, grammar: str, target: str, follow: Any = None, temperature: float = 0.0,
+                 top_k: int = 1, seed: int = 0) -> None:
+        """temperature, top_k, seed: the profile's, so that each token's draw costs what the engine's does."""
+        super().__init__(rt, grammar, temperature, top_k, seed, follow)
         self.target, self.emitted, self.checked = target, "", 0
         self._text = codecs.getincrementaldecoder("utf-8")("replace")
         # the runtime's cached mask: scanning the vocabulary with one native call a token cost a quarter of a
@@ -74,7 +76,7 @@ class ForcedSampler(GrammarSampler):
         self.emitted += self._text.decode(self.rt.piece(token))
 
     def sample(self) -> int:
-        llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1)  # the engine's per-token sampling cost
+        self.draw()  # the engine's per-token sampling cost
         rest = self.target[len(self.emitted):]
         if not rest:
             return self.eos
@@ -141,7 +143,7 @@ def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSam
     rt = engine._session.rt  # type: ignore[union-attr]
     g, r = engine.profile.generation, engine.profile.reasoning
     follow = engine._forced_text.fresh() if g.fast_forward else None
-    smp = ForcedSampler(rt, engine._grammar, target, follow)
+    smp = ForcedSampler(rt, engine._grammar, target, follow, g.temperature, g.top_k, g.seed)
     outer = ReasoningSampler(rt, smp, r.max_tokens, r.end, fast_forward=g.fast_forward) if r.enabled else smp
     return smp, outer
 

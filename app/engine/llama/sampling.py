@@ -58,15 +58,23 @@ class GrammarSampler:
         if not self.grammar:
             raise ModelLoadError("The action grammar built from the model profile does not parse.",
                                  "Check the profile's output schema; the log file has llama.cpp's message.")
-        self.chain: Any = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        if temperature <= 0.0 or top_k == 1:
-            llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_greedy())
-        else:
+        self.greedy = temperature <= 0.0 or top_k == 1
+        self.chain: Any = None  # greedy decoding needs none: see draw()
+        if not self.greedy:
+            self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
             llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_top_k(top_k))
             llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_temp(temperature))
             llama_cpp.llama_sampler_chain_add(self.chain, llama_cpp.llama_sampler_init_dist(seed))
         self.slow_paths = 0
         self._special = rt.special_mask()
+
+    def draw(self) -> int:
+        """The model's own next token, before the grammar is consulted. Greedy: the argmax of the logits, which is
+        what llama.cpp's greedy sampler returns (the first of equal maxima) without copying the whole vocabulary
+        into a candidate array for every token (0.7 ms a token with Qwen3.5's 248k entries on a fast CPU)."""
+        if self.greedy:
+            return int(np.argmax(self.rt.logits()))
+        return int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))
 
     def _allowed(self, token: int) -> bool:
         one = llama_cpp.llama_token_data(token, 0.0, 0.0)
@@ -87,7 +95,7 @@ class GrammarSampler:
         return pick(data["logit"], self.temperature, self.top_k, self._rng)
 
     def sample(self) -> int:
-        token = int(llama_cpp.llama_sampler_sample(self.chain, self.rt.ctx, -1))
+        token = self.draw()
         if self._special[token] or not self._allowed(token):
             token = self._constrained()
         self.accept(token)

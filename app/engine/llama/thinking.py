@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-import llama_cpp
+import llama_cpp  # noqa: F401  # before numpy: see app.engine.llama.runtime
 import numpy as np
 
 from app.engine.llama.runtime import LlamaRuntime
@@ -35,8 +35,9 @@ class ReasoningSampler:
             self._banned[self.end_id] = False  # "</think>" may be a control token in some vocabularies
 
     def _free(self) -> int:
-        """The answer sampler's chain (temperature, top-k) without the grammar; control tokens masked."""
-        t = int(llama_cpp.llama_sampler_sample(self.answer.chain, self.rt.ctx, -1))
+        """The answer sampler's draw (greedy, or temperature and top-k) without the grammar; control tokens
+        masked."""
+        t = self.answer.draw()
         if not self._banned[t]:
             return t
         logits = np.array(self.rt.logits(), dtype=np.float32)
