@@ -140,6 +140,16 @@ def test_a_window_that_appears_under_a_click_does_not_take_it(qtbot, dialog):
     assert dialog.got == [(3, Decision("approve"))]
 
 
+def test_a_step_brought_forward_again_does_not_take_the_click_it_appears_under(qtbot, dialog):
+    present(qtbot, dialog, proposed(6))  # up for a while, behind other windows
+    dialog.bring_forward()  # the notification's "Approve in Deskhand", or a scheduled run's step handed again
+    click(qtbot, dialog.approve_button)
+    assert dialog.got == [] and dialog.guard.held == 1
+    dialog.clock.now += input_guard.POINTER_DELAY_S + 0.01
+    click(qtbot, dialog.approve_button)
+    assert dialog.got == [(6, Decision("approve"))]
+
+
 def test_the_stop_key_works_at_once(qtbot, dialog):
     dialog.set_stop_key("<shift>+<esc>")
     present(qtbot, dialog, proposed(5), settled=False)

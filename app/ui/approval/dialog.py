@@ -357,6 +357,13 @@ class ApprovalDialog(QDialog, ApprovalForm):
     def stop(self) -> None:
         self._decide(Decision("stop"))
 
+    def bring_forward(self) -> None:
+        """The same step to the front again (a notification's “Approve in Deskhand”): the window reappears over
+        whatever the pointer was on, so a click aimed there is dropped as for a new window."""
+        self.guard.moved()
+        self.show()
+        self.raise_()
+
     def _decide(self, decision: Decision) -> None:
         e = self.event_
         if e is None:

@@ -83,8 +83,7 @@ class HandedSteps(QObject):
             if msg == protocol.CANCEL:
                 self._withdraw(h)
             elif msg == protocol.FORWARD and h is self.current and self.dialog is not None:
-                self.dialog.show()  # "Approve in Deskhand" again: the same step, brought forward
-                self.dialog.raise_()
+                self.dialog.bring_forward()  # "Approve in Deskhand" again: the same step
 
     def _ready(self, h: Handed) -> None:
         if not h.over and alive(h.sock):
