@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from app.domain.errors import DeskhandError
 
@@ -54,8 +56,24 @@ def _wm_running(display: str) -> bool:
         d.close()
 
 
+def _display_number(pipe: BinaryIO, timeout_s: float) -> str:
+    """The line Xvfb writes to -displayfd, or "" when it exits or stays silent for `timeout_s`."""
+    got, end = b"", time.monotonic() + timeout_s
+    while not got.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([pipe], [], [], left)[0]:
+            return ""
+        part = os.read(pipe.fileno(), 64)
+        if not part:
+            return ""
+        got += part
+    return got.strip().decode()
+
+
 class PrivateDisplay:
     """`with PrivateDisplay(folder) as d:` d.display is ":N" while the block runs."""
+
+    start_timeout_s = 30.0  # Xvfb is up in well under a second; a hung one must not hang the suite
 
     def __init__(self, folder: Path, size: tuple[int, int] = (1920, 1080)) -> None:
         self.folder, self.size = folder, size
@@ -88,9 +106,10 @@ class PrivateDisplay:
                 pass_fds=(write_fd,), stdout=log, stderr=log, stdin=subprocess.DEVNULL))
         os.close(write_fd)
         with os.fdopen(read_fd, "rb") as pipe:
-            number = pipe.readline().strip().decode()  # Xvfb writes its display number once it is ready
+            number = _display_number(pipe, self.start_timeout_s)  # written once Xvfb is ready
         if not number:
-            raise DeskhandError("Xvfb did not start.", f"See {self.folder / 'xvfb.log'}.")
+            raise DeskhandError(f"Xvfb did not start within {self.start_timeout_s:g} s.",
+                                f"See {self.folder / 'xvfb.log'}.")
         self.display = f":{number}"
         (self.folder / "jwmrc").write_text(JWMRC, encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY",)}

@@ -5,8 +5,10 @@ allowed, a screenshot least of all; an unreadable file counts as no consent at a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -48,11 +50,17 @@ class ConsentStore:
 
     def _write(self, hosts: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"hosts": hosts}, f, indent=2, ensure_ascii=False)
-        os.replace(tmp, self.path)
+        # a temporary file of this writer's own (mkstemp: this user's only): the app and `deskhand mcp allow` may
+        # write at once, and a shared name let one move the other's half-written file into place
+        fd, tmp = tempfile.mkstemp(prefix=f".{FILE_NAME}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"hosts": hosts}, f, indent=2, ensure_ascii=False)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def grant(self, host: str) -> Grant | None:
         """The person's answer for this host, or None when they were never asked (or withdrew it)."""
