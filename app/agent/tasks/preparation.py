@@ -101,18 +101,21 @@ def _setup_script(task: SuiteTask, work: Path, env: dict[str, str], logs: Path) 
     log = logs / "setup.log"
     with log.open("wb") as out:
         try:
-            done = subprocess.run(["bash", str(task.setup_script)], cwd=work, env={**env, "WORK": str(work),
-                                  "TASK_DIR": str(task.folder)}, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=SETUP_TIMEOUT_S, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise SetupFailed(f"setup.sh did not finish within {SETUP_TIMEOUT_S:g} s") from None
+            proc = subprocess.Popen(["bash", str(task.setup_script)], cwd=work, env={**env, "WORK": str(work),
+                                    "TASK_DIR": str(task.folder)}, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             raise SetupFailed(f"setup.sh could not be run: {exc.strerror or exc}") from exc
+        try:
+            status = proc.wait(SETUP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc, None)  # the script's session, with what it started: not only bash
+            raise SetupFailed(f"setup.sh did not finish within {SETUP_TIMEOUT_S:g} s") from None
     said = _tail(log)
-    if done.returncode == SKIP_STATUS:
+    if status == SKIP_STATUS:
         raise TaskSkipped(said.splitlines()[-1] if said else "setup.sh says this task cannot run here")
-    if done.returncode != 0:
-        raise SetupFailed(f"setup.sh failed (exit status {done.returncode})" + (f": {said}" if said else ""))
+    if status != 0:
+        raise SetupFailed(f"setup.sh failed (exit status {status})" + (f": {said}" if said else ""))
 
 
 def _wait_for_window(proc: subprocess.Popen[bytes], app: AppSpec, display: str, timeout: float, log: Path) -> str:
