@@ -72,14 +72,22 @@ class App:
         once this one is gone (a modal one blocks its parent's close), and a click that changed nothing after a few
         seconds is made again. On a loaded machine, closes sent in the first seconds after the app (or its run)
         came up were seen to reach no window for over 30 s while a close sent later worked at once; the app's
-        event loop was idle meanwhile (py-spy), so the close is repeated rather than waited for."""
+        event loop was idle meanwhile (py-spy), so the close is repeated rather than waited for. Gone means gone
+        in every look for half a second (xdotool's search was seen to miss a window that was there)."""
         wid = wait_until(lambda: self.window(title), 30, f"the window “{title}” on the X display", 0.1)
+
+        def gone_for_a_while() -> bool:
+            for _ in range(5):
+                if self.proc.poll() is None and self.window(title) == wid:
+                    return False
+                time.sleep(0.1)
+            return True
+
         end = time.monotonic() + 60
         while True:
             self._send_close(wid)
             try:
-                wait_until(lambda: self.proc.poll() is not None or self.window(title) != wid, 3,
-                           f"the window “{title}” to close", 0.1)
+                wait_until(gone_for_a_while, 3, f"the window “{title}” to close", 0.1)
                 return
             except AssertionError:
                 if time.monotonic() > end:
