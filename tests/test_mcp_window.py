@@ -590,12 +590,24 @@ def test_with_no_app_running_the_server_starts_one_to_ask_and_to_run(qtbot, desk
     env = {"QT_QPA_PLATFORM": "xcb", "DBUS_SESSION_BUS_ADDRESS": "disabled:"}
     log = home / "logs" / "deskhand.log"
     store = ConsentStore(default_paths(home).config)
+    started: list[int] = []  # the apps the server started: quit whatever happens (a window left on the shared
+    # display would be in later tests' screenshots)
+    try:
+        _started_app_asks_runs_and_starts_again(qtbot, desktop, log, store, env, started)
+    finally:
+        for pid in started:
+            _quit(pid)
+    assert json.loads((home / "config" / "mcp-hosts.json").read_text())["hosts"][HOST]["tools"] == ["run_task"]
 
+
+def _started_app_asks_runs_and_starts_again(qtbot, desktop, log: Path, store: ConsentStore, env: dict[str, str],
+                                            started: list[int]) -> None:
     # a question with no app: the server starts it, and the person closes the question unanswered
     host = stdio_host(**env)
     try:
         status = host.tool("status")
         pid = wait_until(lambda: _app_pid(desktop, f"Deskhand — allow “{HOST}”?"), 180, "the started app's question")
+        started.append(pid)
         wait_until(lambda: "asking the person whether" in log_text(log), 60, "the question in the app's log")
         close_until(qtbot, desktop, f"allow “{HOST}”", status)
         e = refusal(qtbot, status)
@@ -615,16 +627,15 @@ def test_with_no_app_running_the_server_starts_one_to_ask_and_to_run(qtbot, desk
     finally:
         host.close()
         _quit(pid)
+        started.remove(pid)
 
     # a task with no app: one is started for it, and the task runs in its window
     host = stdio_host(**env)
     try:
         out = answer(qtbot, host.tool("run_task", {"task": "Click the button", "max_steps": 1})).structured_content
         assert out["outcome"] == "step_limit" and out["steps"] == 1, out
-        pid = wait_until(lambda: _app_pid(desktop, "Deskhand"), 60, "the started app's window")
+        started.append(wait_until(lambda: _app_pid(desktop, "Deskhand"), 60, "the started app's window"))
         assert log_text(log).count("main window shown") == 2
     finally:
         host.close()
-        if pid:
-            _quit(pid)
-    assert json.loads((home / "config" / "mcp-hosts.json").read_text())["hosts"][HOST]["tools"] == ["run_task"]
+
