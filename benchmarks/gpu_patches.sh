@@ -77,10 +77,8 @@ explore() {  # where the time goes next, and the runtime switches worth a patch:
   probe patched enc-ops-4b m4 encoder_probe --repeats 2 --ops --json "$R/enc-ops-4b.json"
   STEPS=4 step patched 4b-ops m4 --modes auto --thinking off --op-profile
   STEPS=6 step patched 12b-base m12 --modes auto
-  GGML_CUDA_DEQUANT_CHUNK_MB=0 STEPS=6 step patched 12b-chunk0 m12 --modes auto
   GGML_CUDA_GRAPH_OPT=1 STEPS=6 step patched 12b-graphopt m12 --modes auto
   STEPS=6 step patched 4b-base m4 --modes auto --thinking off
-  GGML_CUDA_DEQUANT_CHUNK_MB=0 STEPS=6 step patched 4b-chunk0 m4 --modes auto --thinking off
   GGML_CUDA_GRAPH_OPT=1 STEPS=6 step patched 4b-graphopt m4 --modes auto --thinking off
   STEPS=6 step plain 12b-plain m12 --modes auto
   STEPS=6 step plain 4b-plain m4 --modes auto --thinking off
