@@ -120,11 +120,17 @@ def reference(engine: LocalEngine, n: int) -> dict[str, Any]:
     assert session is not None
     rt, pos = session.rt, session.pos_end  # type: ignore[attr-defined]
     # each loop continues where the last one ended (positions must follow on)
-    raw = [probe.raw_decode(rt, pos + k * n, n, sampler=False) for k in range(3)]
-    sampled = [probe.raw_decode(rt, pos + (3 + k) * n, n, sampler=True) for k in range(3)]
+    g = engine.profile.generation
+    rates: dict[str, list[float]] = {"raw": [], "sampled": [], "drawn": []}
+    for k in range(3):  # the three loops side by side, three times
+        for j, (name, how) in enumerate((("raw", "none"), ("sampled", "chain"), ("drawn", "draw"))):
+            rates[name].append(probe.raw_decode(rt, pos + (3 * k + j) * n, n, sampler=how,
+                                                temperature=g.temperature, top_k=g.top_k))
     copies = probe.checkpoint_copies(rt)
     session.reset()  # type: ignore[attr-defined]
-    return {"raw": probe.spread(raw), "sampled": probe.spread(sampled), "context": pos, "checkpoint": copies}
+    out = {name: probe.spread(r) for name, r in rates.items()}
+    sampling = "greedy" if g.temperature <= 0.0 or g.top_k == 1 else f"top-k {g.top_k}, temperature {g.temperature}"
+    return {**out, "sampling": sampling, "context": pos, "checkpoint": copies}
 
 
 def bench(a: argparse.Namespace) -> dict[str, Any]:
@@ -171,8 +177,9 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
             print(f"{mode.name}: " + " ".join(f"{x['latency_s']:.2f}" for x in runs[mode.name][-1]), flush=True)
         if mode.name == "auto" and not ref:
             ref = reference(engine, FORCED_TOKENS)
-            print(f"reference decode {ref['raw']['median']:.1f} tok/s raw, {ref['sampled']['median']:.1f} with the "
-                  f"greedy chain, at {ref['context']} tokens", flush=True)
+            print(f"reference decode {ref['raw']['median']:.1f} tok/s raw, {ref['sampled']['median']:.1f} with "
+                  f"llama.cpp's chain, {ref['drawn']['median']:.1f} with the engine's draw ({ref['sampling']}), at "
+                  f"{ref['context']} tokens", flush=True)
         engine._session.overlap_encode = cfg.overlap_encode  # type: ignore[union-attr]
     engine.profile = profile
     thinking_modes = {}
@@ -229,6 +236,8 @@ def results(a: argparse.Namespace, profile: Any, shots: list[Any], loads: list[f
         "tile_encode_ms": m["tile_encode_ms"]["median"], "prompt_tok_s": m["prompt_tok_s"]["median"],
         "reference_gen_tok_s": ref.get("raw", {}).get("median", 0.0),
         "reference_sampled_tok_s": ref.get("sampled", {}).get("median", 0.0),
+        "reference_drawn_tok_s": ref.get("drawn", {}).get("median", 0.0),
+        "reference_sampling": ref.get("sampling", "greedy"),
         "gen_tok_s": statistics.median(gen) if gen else 0.0,
         "step_latency_s": medians(main, STEPS),
         "approval_step_latency_s": medians(runs.get("approval", [])),

@@ -65,7 +65,9 @@ def summary(r: dict[str, Any]) -> str:
         f"| vision encode per bitmap | {r['tile_encode_ms']:.1f} ms | |",
         f"| prompt evaluation ({cfg.get('n_ubatch')} ubatch, synchronised) | {r['prompt_tok_s']:.0f} tok/s | |",
         f"| raw llama_decode loop at {r.get('reference_context')} tokens (synchronised) | "
-        f"{r['reference_gen_tok_s']:.1f} tok/s; {r['reference_sampled_tok_s']:.1f} with the greedy chain | |",
+        f"{r['reference_gen_tok_s']:.1f} tok/s; {r['reference_sampled_tok_s']:.1f} with llama.cpp's sampler chain, "
+        f"{r.get('reference_drawn_tok_s', 0.0):.1f} with the engine's draw "
+        f"({r.get('reference_sampling', 'greedy')}) | |",
     ]
     if auto:
         last = str(max(int(k) for k in auto))

@@ -72,6 +72,14 @@ host_profile() {  # the host's share: a Python profile of auto-approved steps on
   note "host profile $m done"
 }
 
+timeline() {  # build, tag, model folder, arguments...: a GPU timeline of auto-approved steps (benchmarks/step_timeline.py)
+  local b=$1 tag=$2 m=$3; shift 3
+  PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/$b:$WORK/common:$ROOT" "$PY" -m benchmarks.step_timeline \
+    --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" --traces "$WORK/traces" \
+    --tag="-$tag" "$@" >"$R/timeline-$tag.log" 2>&1 || note "timeline $tag failed"
+  note "timeline $tag done"
+}
+
 explore() {  # where the time goes next, and the runtime switches worth a patch: short runs on the patched build
   probe patched enc-ops-12b m12 encoder_probe --repeats 2 --ops --json "$R/enc-ops-12b.json"
   probe patched enc-ops-4b m4 encoder_probe --repeats 2 --ops --json "$R/enc-ops-4b.json"
@@ -109,7 +117,13 @@ run_all() {
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
   if [ "${EXPLORE:-0}" = 1 ]; then explore; note "done"; return 0; fi
-  if [ "${QUICK:-0}" = 1 ]; then  # the issue's figures, larger micro-batches for the 12B, a host profile
+  if [ "${QUICK:-0}" = 1 ]; then  # the issue's figures, the encoders alone, GPU timelines, larger micro-batches
+    probe plain enc-12b-plain m12 encoder_probe --json "$R/enc-12b-plain.json"
+    probe patched enc-12b-patched m12 encoder_probe --json "$R/enc-12b-patched.json"
+    probe plain enc-4b-plain m4 encoder_probe --json "$R/enc-4b-plain.json"
+    probe patched enc-4b-patched m4 encoder_probe --json "$R/enc-4b-patched.json"
+    timeline patched 12b m12
+    timeline patched 4b m4 --thinking off
     step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
     host_profile m4
     note "done"

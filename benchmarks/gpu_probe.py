@@ -114,22 +114,37 @@ def prompt_rate(rt: Any, n: int, repeats: int) -> list[float]:
     return out
 
 
-def raw_decode(rt: Any, pos: int, n: int, *, sampler: bool) -> float:
+def raw_decode(rt: Any, pos: int, n: int, *, sampler: str = "none", temperature: float = 0.0, top_k: int = 1) -> float:
     """tok/s of llama_decode one token at a time from position `pos` (reading the logits, which waits for the
-    GPU), optionally through the greedy sampler chain: the reference for generation. Dirties the context."""
+    GPU): the reference for generation. `sampler`: "none" (the logits are read, nothing drawn), "chain" (llama.cpp's
+    sampler chain for the profile's sampling: greedy, or top-k → temperature → dist) or "draw" (the engine's own
+    draw from the logits in place, `GrammarSampler.draw`). Dirties the context."""
+    from app.engine.llama.sampling import TopK
+
+    greedy = temperature <= 0.0 or top_k == 1
     chain = None
-    if sampler:
+    if sampler == "chain":
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
-    tok = min(1000, rt.n_vocab // 2)
+        if greedy:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(top_k))
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(temperature))
+            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(0))
+    top = TopK(temperature, top_k, np.random.default_rng(0))
+    low = min(1000, rt.n_vocab // 2)  # an ordinary token, whatever was drawn (random weights draw anything)
+    tok = low
     rt.synchronize()
     t0 = time.perf_counter()
     for k in range(n):
         rt.decode_tokens([tok], pos + k, True, None)
         if chain is not None:
-            tok = max(int(llama_cpp.llama_sampler_sample(chain, rt.ctx, -1)), min(1000, rt.n_vocab // 2))
+            tok = max(int(llama_cpp.llama_sampler_sample(chain, rt.ctx, -1)), low)
+        elif sampler == "draw":
+            logits = rt.logits()  # llama_get_logits_ith waits for the GPU
+            tok = max(int(np.argmax(logits)) if greedy else top.draw(logits), low)
         else:
-            rt.logits()  # llama_get_logits_ith waits for the GPU
+            rt.logits()
     rt.synchronize()
     rate = n / (time.perf_counter() - t0)
     if chain is not None:

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +59,7 @@ def _first_token(rt: Any, rest: str) -> int:
 
 
 class ForcedSampler(GrammarSampler):
-    """Samples as the engine does (sampler chain → grammar check → accept), then emits the fixed answer text:
+    """Samples as the engine does (its draw → grammar check → accept), then emits the fixed answer text:
     the next token is the tokenizer's first token for the rest of the text. Forced runs (`forced()`) come from
     the grammar as in the engine."""
 
@@ -148,8 +150,10 @@ def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSam
     return smp, outer
 
 
-def run_mode(engine: LocalEngine, shots: list[Observation], mode: Mode) -> list[dict[str, Any]]:
-    """One run of len(shots) steps; per step: latency, synchronised stage times, counters."""
+def run_mode(engine: LocalEngine, shots: list[Observation], mode: Mode,
+             around: Callable[[int], AbstractContextManager[Any]] | None = None) -> list[dict[str, Any]]:
+    """One run of len(shots) steps; per step: latency, synchronised stage times, counters. `around(i)`: a context
+    that step i's answer is asked for in (a profiler's mark)."""
     session = engine._session
     assert session is not None
     target = answer_text(session.rt, mode.answer_tokens)  # type: ignore[attr-defined]
@@ -168,7 +172,8 @@ def run_mode(engine: LocalEngine, shots: list[Observation], mode: Mode) -> list[
         waited = time.perf_counter() - t_shot
         smp, outer = _sampler(engine, target)
         try:
-            ans = engine.respond(TASK, obs, history, tok, sampler=outer)
+            with around(i) if around is not None else nullcontext():
+                ans = engine.respond(TASK, obs, history, tok, sampler=outer)
         finally:
             outer.close()
         latency = time.perf_counter() - t_shot

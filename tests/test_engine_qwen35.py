@@ -43,7 +43,10 @@ def _run(engine, steps: int, task: str = "Open the settings"):
     out = []
     for i in range(1, steps + 1):
         obs = screenshot(i, SIZE, "Done." if i > 1 else "")
-        prop = engine.propose(task, obs, history, CancelToken())
+        try:
+            prop = engine.propose(task, obs, history, CancelToken())
+        except ProposalError as exc:  # a random model's sampled answer may name a key no keyboard has: the step
+            prop = exc  # ran all the same, and its counters and raw answer are what these tests read
         out.append(prop)
         history.append(PastStep(obs, prop.raw))
     return out, history

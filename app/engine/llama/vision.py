@@ -42,8 +42,9 @@ def _tokenize(rt: LlamaRuntime, image: Image.Image) -> tuple[Any, Any]:
     """One RGB bitmap through mtmd's preprocessing: (the chunks to free, its image chunk). A fixed-size projector
     resizes (the tiles are already at size), a dynamic-resolution one picks the token grid within its budget."""
     rgb = image.convert("RGB") if image.mode != "RGB" else image
-    data = rgb.tobytes()
-    bitmap = mtmd.mtmd_bitmap_init(rgb.width, rgb.height, (ctypes.c_ubyte * len(data)).from_buffer_copy(data))
+    data = rgb.tobytes()  # mtmd copies it: hand it the bytes' own buffer rather than another copy
+    bitmap = mtmd.mtmd_bitmap_init(rgb.width, rgb.height,
+                                   ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8)))
     chunks = mtmd.mtmd_input_chunks_init()
     try:
         text = mtmd.mtmd_input_text()
