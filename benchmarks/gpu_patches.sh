@@ -22,15 +22,17 @@ R=$WORK/results
 cmd=${1:-start}
 note() { echo "$(date +%T) $*" >>"$WORK/progress"; }
 
-build() {  # plain, then patched, in one build folder
+build() {  # plain, then patched, in one build folder (TRACE_ONLY=1: the patched one alone)
   local src=$WORK/src
   mkdir -p "$src" && tar xzf "$DEV/lcp-src.tgz" -C "$src"
   export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off"
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
-  "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
-    "$src/src" >"$WORK/build-plain.log" 2>&1
-  note "plain CUDA build done"
+  if [ "${TRACE_ONLY:-0}" != 1 ]; then
+    DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
+    "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
+      "$src/src" >"$WORK/build-plain.log" 2>&1
+    note "plain CUDA build done"
+  fi
   bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
   "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wpatched" --config-settings=build-dir="$WORK/bld" \
     "$src/src" >"$WORK/build-patched.log" 2>&1
@@ -72,11 +74,26 @@ host_profile() {  # the host's share: a Python profile of auto-approved steps on
   note "host profile $m done"
 }
 
+cupti_lib() {  # benchmarks/cupti_trace.c built against this machine's CUPTI; its path, or nothing
+  local d inc="" lib=""
+  for d in /usr/local/cuda/include /usr/local/cuda/extras/CUPTI/include /usr/local/cuda/targets/x86_64-linux/include; do
+    [ -f "$d/cupti.h" ] && { inc=$d; break; }
+  done
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    ls "$d"/libcupti.so* >/dev/null 2>&1 && { lib=$d; break; }
+  done
+  [ -n "$inc" ] && [ -n "$lib" ] || { note "no CUPTI (cupti.h in ${inc:-?}, libcupti in ${lib:-?})"; return 0; }
+  [ -f "$WORK/libcupti_trace.so" ] || nvcc -shared -Xcompiler -fPIC -o "$WORK/libcupti_trace.so" \
+    "$ROOT/benchmarks/cupti_trace.c" -I"$inc" -L"$lib" -lcupti -Xlinker -rpath="$lib" >"$WORK/cupti-build.log" 2>&1 ||
+    { note "the CUPTI collector did not build: $(tail -3 "$WORK/cupti-build.log")"; return 0; }
+  echo "$WORK/libcupti_trace.so"
+}
+
 timeline() {  # build, tag, model folder, arguments...: a GPU timeline of auto-approved steps (benchmarks/step_timeline.py)
   local b=$1 tag=$2 m=$3; shift 3
   PYTHONUNBUFFERED=1 PYTHONPATH="$WORK/$b:$WORK/common:$ROOT" "$PY" -m benchmarks.step_timeline \
     --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" --traces "$WORK/traces" \
-    --tag="-$tag" "$@" >"$R/timeline-$tag.log" 2>&1 || note "timeline $tag failed"
+    --cupti-lib "$(cupti_lib)" --tag="-$tag" "$@" >"$R/timeline-$tag.log" 2>&1 || note "timeline $tag failed"
   note "timeline $tag done"
 }
 
@@ -107,10 +124,18 @@ run_all() {
   model gguf_models "${PRESET12:-12b}" m12
   model qwen35_models "${PRESET4:-4b}" m4
   wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
+  [ "${TRACE_ONLY:-0}" = 1 ] ||
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
   cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
+  if [ "${TRACE_ONLY:-0}" = 1 ]; then  # GPU timelines of steps on the patched build, and nothing else
+    timeline patched 12b m12
+    timeline patched 12b-ub2048 m12 --ubatch 2048
+    timeline patched 4b m4 --thinking off
+    note "done"
+    return 0
+  fi
   # the issue's figures, alternating builds
   step plain 12b-plain m12 --modes approval,auto --logits-out "$R/logits-12b-plain.npy"
   step patched 12b-patched m12 --modes approval,auto --logits-out "$R/logits-12b-patched.npy"

@@ -1,12 +1,14 @@
 """The GPU's timeline inside engine steps: where the GPU stands idle between the screenshot and the answer, what the
 host does meanwhile, and which streams (the text model's, the vision encoder's) share the time.
 
-Nsight Systems does not run on the lent GPU machines; PyTorch's profiler does, and the CUPTI activity records it
-collects cover every kernel, copy and CUDA call of the process, llama.cpp's included. Each traced step is marked
+Nsight Systems does not run on the lent GPU machines, and PyTorch's profiler cannot share a process with
+llama-cpp-python's CUDA build there; so `benchmarks/cupti_trace.c`, built on the machine, collects CUPTI's activity
+records of the process: every kernel, copy and CUDA call, llama.cpp's included. Each traced step is marked
 ("step N", around `engine.respond`), so the analysis reads the GPU activity inside each step's wall time.
 
-    python -m benchmarks.step_timeline --model M.gguf --mmproj P.gguf --out DIR [--steps 6 --traced 3]
-    python -m benchmarks.step_timeline --analyze trace.json            # the summary of a trace already taken
+    nvcc -shared -Xcompiler -fPIC -o /tmp/libcupti_trace.so benchmarks/cupti_trace.c -lcupti
+    python -m benchmarks.step_timeline --model M.gguf --mmproj P.gguf --cupti-lib /tmp/libcupti_trace.so --out DIR
+    python -m benchmarks.step_timeline --analyze trace.tsv            # the summary of a trace already taken
 """
 
 from __future__ import annotations
@@ -144,15 +146,63 @@ def summary(steps: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+COPY_KINDS = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
+MEMORY_KINDS = {1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed"}
+
+
+def read_cupti(path: Path) -> list[dict[str, Any]]:
+    """benchmarks/cupti_trace.c's lines as trace events (times in µs, as a chrome trace has them)."""
+    events: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        f = line.split("\t")
+        if len(f) < 5:
+            continue
+        kind, a, b, stream = f[0], int(f[1]) / 1000, int(f[2]) / 1000, f[3]
+        ev: dict[str, Any] = {"ph": "X", "ts": a, "dur": max(b - a, 0.0), "args": {"stream": int(stream)}}
+        if kind == "K":
+            ev.update(cat="kernel", name=f[4])
+        elif kind == "C":
+            copy, src, dst = (int(x) for x in f[5].split("."))
+            ev.update(cat="gpu_memcpy", name=f"Memcpy {COPY_KINDS.get(copy, copy)} "
+                      f"({MEMORY_KINDS.get(src, src)} -> {MEMORY_KINDS.get(dst, dst)})")
+            ev["args"]["bytes"] = int(f[4])
+        elif kind == "S":
+            ev.update(cat="gpu_memset", name="Memset")
+            ev["args"]["bytes"] = int(f[4])
+        elif kind in "RD":
+            ev.update(cat="cuda_runtime" if kind == "R" else "cuda_driver", name=f[4], tid=int(stream))
+            ev["args"] = {}
+        elif kind == "M":
+            ev.update(cat="user_annotation", name=f[4])
+            ev["args"] = {}
+        else:
+            continue
+        events.append(ev)
+    return events
+
+
 def trace_steps(a: argparse.Namespace) -> Path:
-    import llama_cpp  # noqa: F401  # before numpy and torch: see app.engine.llama.runtime
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    """Auto-approved steps, the last `a.traced` of them traced through CUPTI (benchmarks/cupti_trace.c, built as
+    `a.cupti_lib`); the trace's path."""
+    import ctypes
+
+    import llama_cpp  # noqa: F401  # before numpy: see app.engine.llama.runtime
 
     from app.domain.cancel import CancelToken
     from app.engine.llama.engine import LocalEngine, LocalEngineConfig
     from benchmarks.engine_step import with_thinking
     from benchmarks.step_modes import Mode, configure, run_mode, screenshots
+
+    lib = ctypes.CDLL(a.cupti_lib)
+    lib.trace_start.argtypes, lib.trace_start.restype = [ctypes.c_char_p], ctypes.c_int
+    lib.trace_now.restype = ctypes.c_ulonglong
+    lib.trace_mark.argtypes = [ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_ulonglong]
+    lib.trace_stop.restype = ctypes.c_ulonglong
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    traces = Path(a.traces or a.out)  # the trace itself is large (tens of MB): it may go elsewhere
+    traces.mkdir(parents=True, exist_ok=True)
+    trace = traces / f"trace{a.tag}.tsv"
 
     cfg = LocalEngineConfig(text_model=a.model, mmproj=a.mmproj, n_ctx=a.ctx, n_batch=a.batch, n_ubatch=a.ubatch,
                             n_gpu_layers=-1, max_tokens=400)
@@ -160,32 +210,30 @@ def trace_steps(a: argparse.Namespace) -> Path:
     engine.load(None, CancelToken())
     mode = Mode("auto")
     configure(engine, mode)
-    gpu = torch.cuda.is_available()  # a dry run on a machine without one traces the host alone
-    prof = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])])
     first = a.steps - a.traced + 1
+    tracing = False
 
     @contextlib.contextmanager
     def around(i: int) -> Iterator[None]:
+        nonlocal tracing
         if i == first:
-            if gpu:
-                torch.cuda.synchronize()  # the device's, llama.cpp's work included
-            prof.start()
-        with record_function(f"step {i}"):
-            yield
+            engine._session.rt.synchronize()  # type: ignore[union-attr]
+            rc = lib.trace_start(str(trace).encode())
+            if rc != 0:
+                raise RuntimeError(f"CUPTI would not trace (error {rc})")
+            tracing = True
+        t0 = lib.trace_now()
+        yield
+        if tracing:
+            lib.trace_mark(f"step {i}".encode(), t0, lib.trace_now())
 
     try:
         rows = run_mode(engine, screenshots(a.steps), mode, around=around)
     finally:
-        if prof.profiler is not None:
-            prof.stop()
+        dropped = lib.trace_stop() if tracing else 0
         engine.close()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    traces = Path(a.traces or a.out)  # the trace itself is large (tens of MB): it may go elsewhere
-    traces.mkdir(parents=True, exist_ok=True)
-    trace = traces / f"trace{a.tag}.json"
-    prof.export_chrome_trace(str(trace))
-    (out / f"timeline{a.tag}-steps.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (out / f"timeline{a.tag}-steps.json").write_text(json.dumps({"steps": rows, "dropped_records": dropped},
+                                                                indent=1), encoding="utf-8")
     return trace
 
 
@@ -193,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model")
     p.add_argument("--mmproj")
-    p.add_argument("--analyze", help="a chrome trace (JSON) to summarise instead of taking one")
+    p.add_argument("--analyze", help="a trace (this script's .tsv, or a chrome trace's .json) to summarise")
     p.add_argument("--ctx", type=int, default=32768)
     p.add_argument("--batch", type=int, default=2048)
     p.add_argument("--ubatch", type=int, default=512)
@@ -201,16 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--traced", type=int, default=3, help="the last steps traced")
     p.add_argument("--out", default="benchmarks/results", help="where the summaries go")
-    p.add_argument("--traces", default="", help="where the profiler's trace goes (default: --out)")
+    p.add_argument("--traces", default="", help="where the CUPTI trace goes (default: --out)")
+    p.add_argument("--cupti-lib", default="", help="benchmarks/cupti_trace.c built as a shared library")
     p.add_argument("--tag", default="")
     a = p.parse_args(argv)
     if a.analyze:
         trace = Path(a.analyze)
-    elif a.model and a.mmproj:
+    elif a.model and a.mmproj and a.cupti_lib:
         trace = trace_steps(a)
     else:
-        p.error("give --model and --mmproj, or --analyze TRACE")
-    steps = analyze(json.loads(trace.read_text(encoding="utf-8")))
+        p.error("give --model, --mmproj and --cupti-lib, or --analyze TRACE")
+    steps = analyze(read_cupti(trace) if trace.suffix == ".tsv" else json.loads(trace.read_text(encoding="utf-8")))
     text = summary(steps, f"GPU timeline of auto-approved steps ({trace.name})")
     out = Path(a.out) if a.model else trace.parent
     out.mkdir(parents=True, exist_ok=True)

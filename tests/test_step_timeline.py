@@ -37,3 +37,26 @@ def test_idle_time_gaps_and_the_host_s_waits_inside_a_marked_step():
     assert step["host_waits"] == [{"call": "cudaStreamSynchronize", "n": 1, "ms": 2.7}]
     assert step["kernel_launches"] == 3
     assert "| step 1 | 10.0 | 4.5 | 5.5 |" in summary([step], "t")
+
+
+def test_the_cupti_collector_s_lines_read_as_the_same_events(tmp_path):
+    from benchmarks.step_timeline import read_cupti
+
+    tsv = tmp_path / "trace.tsv"
+    tsv.write_text("\n".join([
+        "M\t1000000\t11000000\t0\tstep 1",
+        "K\t1000000\t2000000\t7\tmul_mat_q<Q4_K>",
+        "C\t2000000\t2500000\t7\t10000000\t1.1.3",  # HtoD, from pageable memory to the device
+        "S\t2500000\t2600000\t7\t4096",
+        "R\t3000000\t9000000\t4242\tcudaStreamSynchronize_v3020",
+        "D\t3000000\t3000500\t4242\tcuLaunchKernel",
+        "X\tnot a line this reader knows",
+    ]) + "\n", encoding="utf-8")
+    events = read_cupti(tsv)
+    assert [e["cat"] for e in events] == ["user_annotation", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
+                                          "cuda_driver"]
+    (step,) = analyze(events)
+    assert step["wall_ms"] == 10.0 and step["gpu_busy_ms"] == 1.6
+    assert step["copies"][0]["kind"] == "Memcpy HtoD (pageable -> device)" and step["copies"][0]["MB"] == 10.0
+    assert step["host_waits"] == [{"call": "cudaStreamSynchronize_v3020", "n": 1, "ms": 6.0}]
+    assert step["largest_gaps"][0]["host_in_cuda"].startswith("cudaStreamSynchronize_v3020 6.0 ms")
