@@ -6,6 +6,8 @@
 # benchmarks/engine_step.py (12B approval + auto, 4B auto), benchmarks/encoder_probe.py (tiles one by one against
 # batched, flash attention in clip on and off), benchmarks/matmul_probe.py (products by batch size, MMQ against
 # cuBLAS; the logits of a fixed prompt against a reference with FP32 products), and extras at n_ubatch 2048.
+# QUICK=1: the figures, the encoders alone, GPU timelines of steps (benchmarks/step_timeline.py through a
+# CUPTI collector built there), n_ubatch 2048 and a host profile. TRACE_ONLY=1: the patched build and the timelines.
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
