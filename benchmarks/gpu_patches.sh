@@ -8,6 +8,7 @@
 # cuBLAS; the logits of a fixed prompt against a reference with FP32 products), and extras at n_ubatch 2048.
 # QUICK=1: the issue's figures, the encoders alone, GPU timelines of steps (benchmarks/step_timeline.py through a
 # CUPTI collector built there), n_ubatch 2048 and a host profile. TRACE_ONLY=1: the patched build and the timelines.
+# AHEAD=1: the patched build, auto-approved steps with the vision worker and without it, one timeline.
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
@@ -29,7 +30,7 @@ build() {  # plain, then patched, in one build folder (TRACE_ONLY=1: the patched
   mkdir -p "$src" && tar xzf "$DEV/lcp-src.tgz" -C "$src"
   export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off"
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  if [ "${TRACE_ONLY:-0}" != 1 ]; then
+  if [ "${TRACE_ONLY:-0}" != 1 ] && [ "${AHEAD:-0}" != 1 ]; then
     DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
     "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
       "$src/src" >"$WORK/build-plain.log" 2>&1
@@ -56,7 +57,7 @@ step() {  # build, tag, model folder, engine_step arguments...
     "$PY" -m benchmarks.engine_step --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" \
     --tag="-$tag" --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps "${STEPS:-20}" "$@" \
     >"$R/$tag.log" 2>&1 || note "$tag failed"
-  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
+  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval|auto_one_thread):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
 }
 
 probe() {  # build, tag, model folder, module, arguments... (environment through env before the call)
@@ -126,11 +127,18 @@ run_all() {
   model gguf_models "${PRESET12:-12b}" m12
   model qwen35_models "${PRESET4:-4b}" m4
   wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
-  [ "${TRACE_ONLY:-0}" = 1 ] ||
+  [ "${TRACE_ONLY:-0}" = 1 ] || [ "${AHEAD:-0}" = 1 ] ||
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
   cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
+  if [ "${AHEAD:-0}" = 1 ]; then  # the vision worker against the vision work in the decoding thread, patched build
+    step patched 12b-ahead m12 --modes auto,auto_one_thread
+    step patched 4b-ahead m4 --modes auto,auto_one_thread --thinking off
+    timeline patched 12b m12
+    note "done"
+    return 0
+  fi
   if [ "${TRACE_ONLY:-0}" = 1 ]; then  # GPU timelines of steps on the patched build, and nothing else
     timeline patched 12b m12
     timeline patched 12b-ub2048 m12 --ubatch 2048

@@ -110,7 +110,7 @@ class Mode:
 
     prefetch: "between" (the next prefix is evaluated between steps and not timed: the old headline),
     "background" (started as soon as the answer is in, during `decide_s` + `act_s`; the next step waits for it),
-    "none". drop / fast_forward / overlap: the profile's image-budget policy and the engine's levers."""
+    "none". drop / fast_forward / overlap / ahead: the profile's image-budget policy and the engine's levers."""
 
     name: str
     prefetch: str = "background"
@@ -120,6 +120,7 @@ class Mode:
     drop: str | None = None
     fast_forward: bool | None = None
     overlap: bool | None = None
+    ahead: bool | None = None  # the vision work on the image cache's worker thread (the engine's way) or not
     answer_tokens: int | None = 60  # None: the whole click answer
     tiles: int | None = None  # the tile budget (Settings → Model → Screenshot detail); None: the profile's
 
@@ -139,6 +140,8 @@ def configure(engine: LocalEngine, mode: Mode) -> None:
         session.images.spec = p.image  # type: ignore[union-attr]
     if mode.overlap is not None:
         session.overlap_encode = mode.overlap  # type: ignore[union-attr]
+    if mode.ahead is not None:
+        session.encode_ahead = mode.ahead  # type: ignore[union-attr]
 
 
 def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSampler | ReasoningSampler]:

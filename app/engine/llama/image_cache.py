@@ -7,8 +7,10 @@ dynamic resolution, `atomic`: decoded in one go by mtmd's helper, which sets its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import llama_cpp  # noqa: F401  (loaded before numpy on purpose: see runtime)
 import numpy as np
@@ -17,6 +19,7 @@ from PIL import Image
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelLoadError
 from app.engine.dynamic_image import DynamicLayout, fit_to_layout, layout_for
+from app.engine.llama.encode_ahead import EncodeAhead
 from app.engine.llama.runtime import LlamaRuntime
 from app.engine.llama.vision import EncodedImage, decode_image, encode_image, encode_tiles
 from app.engine.profile import DynamicImageSpec, ImageSpec
@@ -43,6 +46,10 @@ class ImageCache:
         self._bitmaps: dict[str, list[Image.Image]] = {}  # the tiles of a screenshot until all are encoded
         self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
+        self.fresh: set[str] = set()  # screenshots whose first piece was encoded since `begin`
+        self.tiles_fresh = 0  # bitmaps encoded since `begin`
+        self.ahead = EncodeAhead()
+        self._encoder = threading.Lock()  # mtmd's context: one encode at a time, whichever thread asks
 
     @property
     def dynamic(self) -> bool:
@@ -69,24 +76,63 @@ class ImageCache:
         n = self.spec.tokens_per_tile
         return [Piece(n, n, False)] * lay.n_images
 
+    def begin(self) -> None:
+        """A new stretch of evaluation: `fresh` and `tiles_fresh` count what it encodes."""
+        self.ahead.finish()
+        self.fresh.clear()
+        self.tiles_fresh = 0
+
+    def encode_ahead(self, wanted: Sequence[tuple[str, Image.Image | None, Sequence[int]]], group: int,
+                     token: CancelToken) -> None:
+        """Start encoding these screenshots' pieces that are not encoded yet on a worker thread (`EncodeAhead`),
+        in order, `group` tiles to an encoder pass (the session's batches); `tile` and `screenshot` wait for them."""
+        jobs: list[tuple[list[tuple[str, int]], Callable[[], None]]] = []
+        for digest, image, pieces in wanted:
+            if self.dynamic:
+                if digest not in self.encoded and image is not None:
+                    jobs.append(([(digest, 0)], partial(self._encode_screenshot, digest, image, token)))
+                continue
+            done = self.embeddings.get(digest)
+            todo = [i for i in pieces if done is None or done[i] is None]
+            if todo and (image is not None or digest in self._bitmaps):
+                for k in range(0, len(todo), max(group, 1)):
+                    part = todo[k:k + max(group, 1)]
+                    jobs.append(([(digest, i) for i in part], partial(self._encode_tiles, digest, image, part, token)))
+        self.ahead.start(jobs, token)
+
     def tile(self, digest: str, image: Image.Image | None, index: int, token: CancelToken,
              together: Sequence[int] = ()) -> np.ndarray:
-        """The embeddings of one tile, encoded when first asked for, with the tiles `together` that are not
-        encoded yet in the same encoder pass where the projector can batch (the session asks batch by batch, so
-        the encoder works on the next tiles while the GPU still evaluates the previous batch)."""
+        """The embeddings of one tile, encoded when first asked for (or waited for, when the worker has it), with
+        the tiles `together` that are not encoded yet in the same encoder pass where the projector can batch."""
+        self.ahead.wait((digest, index))
         tiles = self.embeddings.get(digest)
-        if tiles is None:
-            if image is None:
-                raise _gone()
-            grid = self.layout(digest, image)
-            assert isinstance(grid, TileGrid)
-            self._bitmaps[digest] = tile_image(image, grid)
-            tiles = self.embeddings[digest] = [None] * grid.n_images
-        if tiles[index] is None:
+        if tiles is None or tiles[index] is None:
             token.check()
+            self._encode_tiles(digest, image, [index, *together], token)
+        emb = self.embeddings[digest][index]
+        assert emb is not None
+        return emb
+
+    def _encode_tiles(self, digest: str, image: Image.Image | None, wanted: Sequence[int],
+                      token: CancelToken) -> None:
+        """Encode those of `wanted` not encoded yet, in one pass where the projector can batch (any thread)."""
+        with self._encoder:
+            tiles = self.embeddings.get(digest)
+            if tiles is None:
+                if image is None:
+                    raise _gone()
+                grid = self.layout(digest, image)
+                assert isinstance(grid, TileGrid)
+                self._bitmaps[digest] = tile_image(image, grid)
+                tiles = self.embeddings[digest] = [None] * grid.n_images
+            todo = list(dict.fromkeys(i for i in wanted if tiles[i] is None))
+            if not todo:
+                return
             assert isinstance(self.spec, ImageSpec)
-            todo = [index] + [i for i in together if i != index and tiles[i] is None]
-            for i, new in zip(todo, encode_tiles(self.rt, [self._bitmaps[digest][i] for i in todo]), strict=True):
+            bitmaps = self._bitmaps.get(digest)
+            if bitmaps is None:
+                raise _gone()
+            for i, new in zip(todo, encode_tiles(self.rt, [bitmaps[i] for i in todo]), strict=True):
                 if new.shape[0] != self.spec.tokens_per_tile:
                     raise ModelLoadError(
                         f"The vision encoder gives {new.shape[0]} tokens per tile; the model profile expects "
@@ -94,20 +140,28 @@ class ImageCache:
                         "Use the mmproj that belongs to this model, or fix the profile.")
                 tiles[i] = new
                 self.tiles_encoded += 1
+                self.tiles_fresh += 1
+                if i == 0:
+                    self.fresh.add(digest)
             if all(t is not None for t in tiles):
                 self._bitmaps.pop(digest, None)
-        emb = tiles[index]
-        assert emb is not None
-        return emb
 
     def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
         """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""
+        self.ahead.wait((digest, 0))
         if digest not in self.encoded:
+            token.check()
+            self._encode_screenshot(digest, image, token)
+        return self.encoded[digest]
+
+    def _encode_screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> None:
+        with self._encoder:
+            if digest in self.encoded:
+                return
             if image is None:
                 raise _gone()
             lay = self.layout(digest, image)
             assert isinstance(lay, DynamicLayout)
-            token.check()
             enc = encode_image(self.rt, fit_to_layout(image, lay), keep_chunk=True)
             if (enc.n_tokens, enc.n_pos) != (lay.n_tokens, lay.n_pos):
                 enc.free()
@@ -117,7 +171,8 @@ class ImageCache:
                     "Use the mmproj that belongs to this model, or check the profile's image budget.")
             self.encoded[digest] = enc
             self.tiles_encoded += 1
-        return self.encoded[digest]
+            self.tiles_fresh += 1
+            self.fresh.add(digest)
 
     def decode_screenshot(self, digest: str, pos: int, token: CancelToken) -> int:
         return decode_image(self.rt, self.encoded[digest], pos, token)
@@ -128,6 +183,7 @@ class ImageCache:
 
     def keep_only(self, digests: set[str]) -> None:
         """Forget screenshots the prompt no longer shows: once a placeholder, a screenshot stays one."""
+        self.ahead.finish()
         for d in [d for d in self.embeddings if d not in digests]:
             del self.embeddings[d]
             self._bitmaps.pop(d, None)

@@ -71,12 +71,15 @@ class _Stats:
 
 class Session:
     def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int,
-                 checkpoint_generation: bool = False, overlap_encode: bool = True) -> None:
+                 checkpoint_generation: bool = False, overlap_encode: bool = True, encode_ahead: bool = True) -> None:
         self.rt = rt
         # Encode a screenshot's tiles batch by batch while the GPU still evaluates the previous batch, in
         # batches of half the batch size. Off: every batch waits for the GPU first, so encode and prefill
         # times are each their own (with it on, encoding waits for part of the prefill and is counted in it).
         self.overlap_encode = overlap_encode
+        # With the overlap: the vision work on a worker thread (`EncodeAhead`), so that neither the host's share
+        # of encoding a batch nor that of decoding the previous one leaves the GPU idle.
+        self.encode_ahead = encode_ahead
         # Which boundaries get a checkpoint. Generation boundaries only matter when past answers are laid
         # out differently from how they were generated; otherwise a re-proposal resumes from the
         # observation checkpoint, which saves a state copy on every step.
@@ -119,7 +122,12 @@ class Session:
         self.pos_end = plan.position(start)
         stats.add(tokens_reused=start)
         self.exact = False
-        self._evaluate(plan, start, stats, token, logits)
+        self.images.begin()
+        try:
+            self._evaluate(plan, start, stats, token, logits)
+        finally:
+            self.images.ahead.finish()  # a worker still running after a failure or a Stop: its current pass at most
+        stats.add(tiles_encoded=self.images.tiles_fresh, images_encoded=len(self.images.fresh))
         self._sync(stats)
         self.exact = True
         self.pos_end = plan.position(n)
@@ -182,6 +190,8 @@ class Session:
         observations = [p for p, b in plan.boundaries.items() if b.kind == "observation"]
         history_end = max(observations, default=0) if logits else n
         pending: list[tuple[Run, int, int]] = []  # pieces of runs of one kind, contiguous
+        if self.overlap_encode and self.encode_ahead:
+            self._encode_ahead(plan, start, token)
 
         def flush() -> None:
             if pending:
@@ -219,6 +229,18 @@ class Session:
                 lo = hi
         flush()
 
+    def _encode_ahead(self, plan: Plan, start: int, token: CancelToken) -> None:
+        """Queue the vision work of the screenshots in [start, end) on the image cache's worker, in the order the
+        decode will want it, a batch's tiles to an encoder pass."""
+        wanted: dict[str, list[int]] = {}
+        for run in plan.runs:
+            if run.image is not None and run.end > start:
+                wanted.setdefault(run.image[0], []).append(run.image[1])
+        per_pass = max(self.rt.options.n_batch // 2, 1)
+        tokens = next((r.end - r.start for r in plan.runs if r.image is not None and not r.atomic), per_pass)
+        self.images.encode_ahead([(d, plan.images[d].image, pieces) for d, pieces in wanted.items()],
+                                 max(per_pass // max(tokens, 1), 1), token)
+
     def _decode(self, plan: Plan, pieces: list[tuple[Run, int, int]], n: int, stats: _Stats,
                 token: CancelToken, history: bool) -> None:
         lo, hi = pieces[0][1], pieces[-1][2]
@@ -244,11 +266,8 @@ class Session:
             digest, tile = run.image
             # the batch's other tiles of this screenshot go through the encoder in the same pass
             together = [r.image[1] for r, _, _ in pieces if r.image is not None and r.image[0] == digest]
-            encoded_before = self.images.tiles_encoded
             embd = self.images.tile(digest, plan.images[digest].image, tile, token, together)
-            if self.images.tiles_encoded > encoded_before:
-                stats.add(tiles_encoded=self.images.tiles_encoded - encoded_before, images_encoded=int(tile == 0))
-            elif tile == 0 and a == run.start:
+            if tile == 0 and a == run.start and digest not in self.images.fresh:
                 stats.add(image_cache_hits=1)
             parts.append(embd[a - run.start:b - run.start])
         t1 = time.perf_counter()
@@ -264,11 +283,8 @@ class Session:
         digest = run.image[0]
         self._sync(stats)
         t0 = time.perf_counter()
-        before = self.images.tiles_encoded
         self.images.screenshot(digest, plan.images[digest].image, token)
-        if self.images.tiles_encoded > before:
-            stats.add(tiles_encoded=1, images_encoded=1)
-        else:
+        if digest not in self.images.fresh:
             stats.add(image_cache_hits=1)
         t1 = time.perf_counter()
         stats.encode_s += t1 - t0
