@@ -49,7 +49,7 @@ def main_modes(a: argparse.Namespace) -> list[tuple[Mode, int]]:
     modes = [(Mode("prefetch", prefetch="between", act_s=0.0), a.repeats),
              (Mode("approval", decide_s=a.approval_s, act_s=a.act_s), 1),
              (Mode("auto", act_s=a.act_s), a.repeats),
-             (Mode("auto_one_thread", act_s=a.act_s, ahead=False), a.repeats),
+             (Mode("auto_ahead", act_s=a.act_s, ahead=True), a.repeats),
              (Mode("no_prefetch", prefetch="none", act_s=0.0), 1),
              (Mode("reeval", prefetch="none", act_s=0.0, reeval=True), a.reeval_repeats)]
     if a.tile_budget:  # the user's "Screenshot detail" setting: fewer tiles, a smaller view of the screen
@@ -182,7 +182,7 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
                   f"llama.cpp's chain, {ref['drawn']['median']:.1f} with the engine's draw ({ref['sampling']}), at "
                   f"{ref['context']} tokens", flush=True)
         engine._session.overlap_encode = cfg.overlap_encode  # type: ignore[union-attr]
-        engine._session.encode_ahead = True  # type: ignore[union-attr]
+        engine._session.encode_ahead = cfg.encode_ahead  # type: ignore[union-attr]
     engine.profile = profile
     thinking_modes = {}
     for tmode in (["off", "on"] if a.thinking == "both" else []):

@@ -15,7 +15,7 @@ MODE_TEXT = {
     "auto_sliding": "auto, image budget sliding (the last 3 at every step)",
     "auto_no_fast_forward": "auto, without fast-forward of forced text",
     "auto_no_overlap": "auto, tiles encoded before the prefill (no overlap)",
-    "auto_one_thread": "auto, the vision work in the decoding thread (no worker ahead of it)",
+    "auto_ahead": "auto, the vision work on a worker thread ahead of the decode (encode_ahead)",
     "auto_grouped_encode": "auto, a decode batch's tiles per encoder pass (now the engine's way)",
     "auto_whole_answer": "auto, the whole click answer",
     "auto_whole_answer_no_fast_forward": "auto, the whole click answer, without fast-forward",

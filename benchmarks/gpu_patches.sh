@@ -57,7 +57,7 @@ step() {  # build, tag, model folder, engine_step arguments...
     "$PY" -m benchmarks.engine_step --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" \
     --tag="-$tag" --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps "${STEPS:-20}" "$@" \
     >"$R/$tag.log" 2>&1 || note "$tag failed"
-  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval|auto_one_thread):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
+  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval|auto_ahead):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
 }
 
 probe() {  # build, tag, model folder, module, arguments... (environment through env before the call)
@@ -132,9 +132,9 @@ run_all() {
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
   cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
-  if [ "${AHEAD:-0}" = 1 ]; then  # the vision worker against the vision work in the decoding thread, patched build
-    step patched 12b-ahead m12 --modes auto,auto_one_thread
-    step patched 4b-ahead m4 --modes auto,auto_one_thread --thinking off
+  if [ "${AHEAD:-0}" = 1 ]; then  # the vision work in the decoding thread against the worker, patched build
+    step patched 12b-ahead m12 --modes auto,auto_ahead
+    step patched 4b-ahead m4 --modes auto,auto_ahead --thinking off
     timeline patched 12b m12
     note "done"
     return 0

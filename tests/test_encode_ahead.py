@@ -1,7 +1,8 @@
 """The vision work runs on a worker thread ahead of the decode (app/engine/llama/encode_ahead.py): the next tiles
 go through the encoder while the text model still takes the previous ones, a screenshot is prepared while the text
 before it is evaluated, and a Stop or an encoder failure on the worker reaches the step as if it had happened in
-the step's own thread. Real llama.cpp on the tiny random-weight pairs; the spies only watch and wait."""
+the step's own thread. Real llama.cpp on the tiny random-weight pairs; the spies only watch and wait. The worker is
+off by default until it is measured on a GPU (LocalEngineConfig.encode_ahead); these tests turn it on."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _workers() -> list[threading.Thread]:
 
 @pytest.fixture
 def engine(tiny_model_pair, tmp_path):
-    eng = make_engine(tiny_model_pair, compact_profile(tmp_path))
+    eng = make_engine(tiny_model_pair, compact_profile(tmp_path), encode_ahead=True)
     eng.load(None, CancelToken())
     yield eng
     eng.close()
@@ -93,7 +94,7 @@ def test_an_encoder_failure_on_the_worker_fails_the_step_with_its_own_message(en
 
 
 def test_a_dynamic_resolution_screenshot_is_prepared_and_encoded_on_the_worker(qwen35_pair, tmp_path, monkeypatch):
-    eng = make_engine(qwen35_pair, compact_profile(tmp_path, base="holo31", thinking=0))
+    eng = make_engine(qwen35_pair, compact_profile(tmp_path, base="holo31", thinking=0), encode_ahead=True)
     eng.load(None, CancelToken())
     threads: list[str] = []
     native = image_cache.encode_image

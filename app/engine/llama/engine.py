@@ -69,6 +69,9 @@ class LocalEngineConfig:
     max_tiles: int | None = None  # the tile budget per screenshot (profile default: 12)
     max_tokens: int | None = None
     overlap_encode: bool = True  # encode the next tiles while the GPU evaluates the previous ones
+    # ... and do that vision work on a worker thread (session.encode_ahead). Off until it is measured on a GPU:
+    # built after the timelines of 2026-12-06 showed the hand-offs idle, with no GPU time left to measure it.
+    encode_ahead: bool = False
 
 
 def gpu_name() -> str | None:
@@ -145,7 +148,7 @@ class LocalEngine:
         self._session = Session(rt, ImageCache(rt, self.profile.image),
                                 keep_observation_checkpoints=self.profile.image_budget + 1,
                                 checkpoint_generation=not self.profile.chat.keep_generation_prefix_in_history,
-                                overlap_encode=c.overlap_encode)
+                                overlap_encode=c.overlap_encode, encode_ahead=c.encode_ahead)
         if not offload:
             device = "CPU (this llama-cpp-python was built without GPU support)"
         elif layers == 0:

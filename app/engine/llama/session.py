@@ -71,7 +71,7 @@ class _Stats:
 
 class Session:
     def __init__(self, rt: LlamaRuntime, images: ImageCache, *, keep_observation_checkpoints: int,
-                 checkpoint_generation: bool = False, overlap_encode: bool = True, encode_ahead: bool = True) -> None:
+                 checkpoint_generation: bool = False, overlap_encode: bool = True, encode_ahead: bool = False) -> None:
         self.rt = rt
         # Encode a screenshot's tiles batch by batch while the GPU still evaluates the previous batch, in
         # batches of half the batch size. Off: every batch waits for the GPU first, so encode and prefill
