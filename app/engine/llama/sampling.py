@@ -98,7 +98,8 @@ class GrammarSampler:
                                  "Check the profile's output schema; the log file has llama.cpp's message.")
         self.greedy = temperature <= 0.0 or top_k == 1
         self._top_k = TopK(temperature, top_k, self._rng)
-        self.slow_paths = 0
+        self.slow_paths = 0  # tokens the grammar refused as drawn, then drawn among the allowed ones
+        self.whole_vocabulary = 0  # of those, the ones that had to put the whole vocabulary through the grammar
         self._special = rt.special_mask()
 
     def draw(self) -> int:
@@ -117,17 +118,46 @@ class GrammarSampler:
         llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
         return not math.isinf(one.logit)
 
+    FIRST_CHECKED = 256  # the largest logits the grammar is asked about before the whole vocabulary
+
+    def _masked(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        """These candidates' logits with -inf where the grammar (or the control-token ban) refuses them."""
+        data = np.empty(len(ids), dtype=_TOKEN_DATA)
+        data["id"] = ids
+        data["logit"] = logits
+        data["logit"][self._special[ids]] = -np.inf
+        data["p"] = 0.0
+        arr = llama_cpp.llama_token_data_array(data.ctypes.data_as(llama_cpp.llama_token_data_p), len(ids), -1, False)
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))  # marks refusals in place, keeps the order
+        masked: np.ndarray = data["logit"].copy()
+        return masked
+
+    def allowed_candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ids, and their logits with -inf where refused, that the constrained draw picks from.
+
+        The grammar is asked about the largest logits first: when at least k of those are allowed (k = 1 greedy),
+        the k largest allowed logits of the whole vocabulary are among them, since every other logit is smaller,
+        so the draw is the one over the whole vocabulary, without putting 248k candidates through the grammar
+        (23 ms a time on this machine). Otherwise, the whole vocabulary."""
+        logits = self.rt.logits()
+        n = len(logits)
+        k = 1 if self.greedy else (self.top_k if 0 < self.top_k < n else n)
+        first = self.FIRST_CHECKED
+        if k <= first < n:
+            ids = np.argpartition(logits, n - first)[n - first:].astype(np.int32)
+            masked = self._masked(ids, logits[ids])
+            if int(np.isfinite(masked).sum()) >= k:
+                return ids, masked
+        self.whole_vocabulary += 1
+        ids = np.arange(n, dtype=np.int32)
+        return ids, self._masked(ids, logits)
+
     def _constrained(self) -> int:
         self.slow_paths += 1
-        data = np.empty(self.rt.n_vocab, dtype=_TOKEN_DATA)
-        data["id"] = np.arange(self.rt.n_vocab, dtype=np.int32)
-        data["logit"] = self.rt.logits()
-        data["logit"][self._special] = -np.inf
-        data["p"] = 0.0
-        arr = llama_cpp.llama_token_data_array(
-            data.ctypes.data_as(llama_cpp.llama_token_data_p), self.rt.n_vocab, -1, False)
-        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
-        return pick(data["logit"], self.temperature, self.top_k, self._rng)
+        ids, masked = self.allowed_candidates()
+        if self.greedy:  # the first of equal maxima, as llama.cpp's greedy sampler picks
+            return int(ids[masked == masked.max()].min())
+        return int(ids[pick(masked, self.temperature, self.top_k, self._rng)])
 
     def sample(self) -> int:
         token = self.draw()
