@@ -37,11 +37,11 @@ def _watch_encodes(monkeypatch, on_call=None) -> list[str]:
     threads: list[str] = []
     native = image_cache.encode_tiles
 
-    def encode(rt, bitmaps):
+    def encode(rt, bitmaps, into=None):
         threads.append(threading.current_thread().name)
         if on_call is not None:
             on_call(len(threads))
-        return native(rt, bitmaps)
+        return native(rt, bitmaps, into)
 
     monkeypatch.setattr(image_cache, "encode_tiles", encode)
     return threads

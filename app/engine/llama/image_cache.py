@@ -43,6 +43,7 @@ class ImageCache:
         self.spec = spec
         self.layouts: dict[str, TileGrid | DynamicLayout] = {}
         self.embeddings: dict[str, list[np.ndarray | None]] = {}  # per tile, None until encoded
+        self._blocks: dict[str, np.ndarray] = {}  # (tiles, tokens, n_embd): where a screenshot's tiles are kept
         self._bitmaps: dict[str, list[Image.Image]] = {}  # the tiles of a screenshot until all are encoded
         self.encoded: dict[str, EncodedImage] = {}  # dynamic screenshots, with their mtmd chunk
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
@@ -132,7 +133,12 @@ class ImageCache:
             bitmaps = self._bitmaps.get(digest)
             if bitmaps is None:
                 raise _gone()
-            for i, new in zip(todo, encode_tiles(self.rt, [bitmaps[i] for i in todo]), strict=True):
+            block = self._blocks.get(digest)
+            if block is None:  # one block per screenshot: a batch of its consecutive tiles is one run of rows
+                block = self._blocks[digest] = np.empty(
+                    (len(tiles), self.spec.tokens_per_tile, self.rt.n_embd), dtype=np.float32)
+            encoded = encode_tiles(self.rt, [bitmaps[i] for i in todo], [block[i] for i in todo])
+            for i, new in zip(todo, encoded, strict=True):
                 if new.shape[0] != self.spec.tokens_per_tile:
                     raise ModelLoadError(
                         f"The vision encoder gives {new.shape[0]} tokens per tile; the model profile expects "
@@ -187,6 +193,7 @@ class ImageCache:
         for d in [d for d in self.embeddings if d not in digests]:
             del self.embeddings[d]
             self._bitmaps.pop(d, None)
+            self._blocks.pop(d, None)
         for d in [d for d in self.encoded if d not in digests]:
             self.encoded.pop(d).free()
         for d in [d for d in self.layouts if d not in digests]:

@@ -74,6 +74,23 @@ def _said(detail: str) -> str:
     return f"(llama.cpp: {last[:160]})" if last else ""
 
 
+def contiguous_rows(parts: list[np.ndarray]) -> int | None:
+    """The address of the first row when these float32 row blocks lie one after the other in memory (so that
+    llama.cpp can read them as one batch where they are), else None."""
+    if not parts:
+        return None
+    for p in parts:
+        if p.dtype != np.float32 or not p.flags.c_contiguous:
+            return None
+    start = int(parts[0].ctypes.data)
+    at = start
+    for p in parts:
+        if int(p.ctypes.data) != at:
+            return None
+        at += p.nbytes
+    return start
+
+
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
@@ -131,6 +148,15 @@ class LlamaRuntime:
         self._eog: np.ndarray | None = None
         self._batch = llama_cpp.llama_batch_init(options.n_batch, 0, 1)
         self._ebatch = llama_cpp.llama_batch_init(options.n_batch, self.n_embd, 1)
+        for batch in (self._batch, self._ebatch):  # every token of every batch: one sequence, id 0
+            for i in range(options.n_batch):
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+        self._t_token = np.ctypeslib.as_array(self._batch.token, shape=(options.n_batch,))
+        self._t_pos = np.ctypeslib.as_array(self._batch.pos, shape=(options.n_batch,))
+        self._t_logits = np.ctypeslib.as_array(self._batch.logits, shape=(options.n_batch,))
+        self._e_pos = np.ctypeslib.as_array(self._ebatch.pos, shape=(options.n_batch,))
+        self._e_logits = np.ctypeslib.as_array(self._ebatch.logits, shape=(options.n_batch,))
         self.buffers = HostBuffers(pinned=gpu_offload_supported() and options.n_gpu_layers != 0)
 
     # ------------------------------------------------------------------ loading
@@ -300,37 +326,42 @@ class LlamaRuntime:
 
     def decode_tokens(self, tokens: list[int], pos: int, logits_last: bool, token: CancelToken | None) -> None:
         b = self._batch
-        b.n_tokens = len(tokens)
-        for i, t in enumerate(tokens):
-            b.token[i] = t
-            b.pos[i] = pos + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = 0
-        if logits_last and tokens:
-            b.logits[len(tokens) - 1] = 1
+        n = len(tokens)
+        b.n_tokens = n
+        self._t_token[:n] = tokens
+        self._t_pos[:n] = np.arange(pos, pos + n, dtype=np.int32)
+        self._t_logits[:n] = 0
+        if logits_last and n:
+            self._t_logits[n - 1] = 1
         self._run(b, "the prompt", token)
 
     def decode_embeddings(self, parts: list[np.ndarray], pos: int, logits_last: bool,
                           token: CancelToken | None) -> None:
-        """Decode consecutive image embeddings (pieces of one or more tiles) as one batch."""
+        """Decode consecutive image embeddings (pieces of one or more tiles) as one batch. Pieces that lie one
+        after the other in memory (the tiles of one screenshot, as the image cache keeps them) are read where they
+        are; others are copied into the batch's own buffer first."""
         b = self._ebatch
-        n = 0
-        offset = 0
-        for part in parts:
-            src = np.ascontiguousarray(part, dtype=np.float32)
-            ctypes.memmove(ctypes.addressof(b.embd.contents) + offset, src.ctypes.data, src.nbytes)
-            offset += src.nbytes
-            n += int(src.shape[0])
+        n = sum(int(p.shape[0]) for p in parts)
         b.n_tokens = n
-        for i in range(n):
-            b.pos[i] = pos + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = 0
+        self._e_pos[:n] = np.arange(pos, pos + n, dtype=np.int32)
+        self._e_logits[:n] = 0
         if logits_last and n:
-            b.logits[n - 1] = 1
-        self._run(b, "the screenshot", token)
+            self._e_logits[n - 1] = 1
+        rows = contiguous_rows(parts)
+        if rows is None:
+            offset = 0
+            for part in parts:
+                src = np.ascontiguousarray(part, dtype=np.float32)
+                ctypes.memmove(ctypes.addressof(b.embd.contents) + offset, src.ctypes.data, src.nbytes)
+                offset += src.nbytes
+            self._run(b, "the screenshot", token)
+            return
+        own = int(ctypes.cast(b.embd, ctypes.c_void_p).value or 0)  # an address: the field would alias the struct
+        b.embd = ctypes.cast(rows, ctypes.POINTER(ctypes.c_float))
+        try:
+            self._run(b, "the screenshot", token)  # llama.cpp copies the rows before llama_decode returns
+        finally:
+            b.embd = ctypes.cast(own, ctypes.POINTER(ctypes.c_float))  # llama_batch_free frees this one
 
     def synchronize(self) -> None:
         """Wait until the GPU has finished what was queued: llama_decode returns before it has."""

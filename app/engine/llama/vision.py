@@ -74,9 +74,14 @@ def _encoder_failed() -> ModelLoadError:
     return ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
 
 
-def _embeddings(rt: LlamaRuntime, out: Any, n_tokens: int) -> np.ndarray:
+def _embeddings(rt: LlamaRuntime, out: Any, n_tokens: int, into: np.ndarray | None = None) -> np.ndarray:
+    """mtmd's output (overwritten by its next encode) copied to `into` when it has the right shape, else anew."""
     flat: np.ndarray = np.ctypeslib.as_array(out, shape=(n_tokens * rt.n_embd,))
-    embd: np.ndarray = flat.reshape(n_tokens, rt.n_embd).copy()
+    src = flat.reshape(n_tokens, rt.n_embd)
+    if into is not None and into.shape == src.shape and into.dtype == np.float32:
+        np.copyto(into, src)
+        return into
+    embd: np.ndarray = src.copy()
     return embd
 
 
@@ -100,21 +105,26 @@ def encode_image(rt: LlamaRuntime, image: Image.Image, *, keep_chunk: bool) -> E
 BATCH_FULL, CANNOT_BATCH = 2, 3  # mtmd_batch_add_chunk: the chunk did not fit, or cannot join this batch
 
 
-def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]:
+def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image],
+                 into: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Tiles of one size through the vision encoder in as few passes as mtmd allows: mtmd's batch API puts them
     into one encoder graph where the projector can batch (nemotron_v2_vl with Deskhand's llama.cpp patch 0001,
-    up to `batch_max_tokens`); otherwise one pass a tile, as `encode_image` does. The embeddings per tile."""
+    up to `batch_max_tokens`); otherwise one pass a tile, as `encode_image` does. The embeddings per tile, written
+    into the arrays `into` (one per tile) where they have the right shape."""
     made: list[tuple[Any, Any]] = []  # freed at the end, however it ends (a later tile may fail to tokenize)
     out: list[np.ndarray] = []
     batch = None
     members: list[Any] = []
+
+    def dest() -> np.ndarray | None:
+        return into[len(out)] if into is not None and len(out) < len(into) else None
 
     def flush() -> None:
         if len(members) == 1:  # alone: the plain encode, without the batch's copy of the bitmap
             if mtmd.mtmd_encode_chunk(rt.mctx, members[0]) != 0:
                 raise _encoder_failed()
             n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(members[0]))
-            out.append(_embeddings(rt, mtmd.mtmd_get_output_embd(rt.mctx), n_tokens))
+            out.append(_embeddings(rt, mtmd.mtmd_get_output_embd(rt.mctx), n_tokens, dest()))
             members.clear()
             return
         if mtmd.mtmd_batch_encode(batch) != 0:
@@ -123,7 +133,7 @@ def encode_tiles(rt: LlamaRuntime, tiles: list[Image.Image]) -> list[np.ndarray]
             ptr = mtmd.mtmd_batch_get_output_embd(batch, chunk)
             if not ptr:
                 raise _encoder_failed()
-            out.append(_embeddings(rt, ptr, int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))))
+            out.append(_embeddings(rt, ptr, int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)), dest()))
         members.clear()
 
     try:
