@@ -3,12 +3,14 @@ batch of image embeddings (the hand-off that `step_timeline.py` found idle on th
 
     python -m benchmarks.embedding_batch --model TEXT.gguf --mmproj MMPROJ.gguf [--rows 1024] [--repeats 20]
 
-It decodes, in turn, a few text tokens and `--rows` rows of image embeddings (as the engine does with a screenshot's
-tiles), and reports for the embedding batch: the wall time of `llama_decode` (on a GPU build it returns once the
-work is queued, so this is the host's part; on a CPU build it includes the compute), and the minor page faults the
-call takes (fresh memory faulted in: the cost that reused buffers avoid), with the tiles copied into the batch first
-and read where they lie, in turn. Run it with two builds side by side
-(`LLAMA_CPP_LIB_PATH` and `MTMD_CPP_LIB` pick another build's libraries) to compare llama.cpp patches.
+On a CPU build it first measures the host's work alone (`host_before_compute_ms`: llama_decode stopped by an abort
+callback at the first node of the first micro-batch's graph, so no compute is in it). Then it decodes, in turn, a
+few text tokens and `--rows` rows of image embeddings (as the engine does with a screenshot's tiles), and reports
+for the embedding batch the wall time of `llama_decode` (on a GPU build it returns once the work is queued, so this
+is the host's part and the launches; on a CPU build it includes the compute) and the minor page faults the call
+takes (fresh memory faulted in). Each with the tiles copied into the batch first and read where they lie, in turn.
+Run it with two builds side by side (`LLAMA_CPP_LIB_PATH` and `MTMD_CPP_LIB` pick another build's libraries) to
+compare llama.cpp patches; `--threads 1` keeps a CPU build's compute steady.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled
-from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions
+from app.engine.llama.runtime import LlamaRuntime, RuntimeOptions, gpu_offload_supported
 
 
 def _faults() -> int:
@@ -134,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     rt = LlamaRuntime(a.model, a.mmproj, opts, None, CancelToken())
     outs = []
     try:
-        for in_place in (False, True, False, True):  # side by side in one process, twice each
-            outs.append({"label": a.label or patch_set(), **measure_host(rt, a.rows, a.repeats, in_place)})
+        if a.gpu_layers == 0 or not gpu_offload_supported():  # the abort callback stops CPU compute only
+            for in_place in (False, True, False, True):  # side by side in one process, twice each
+                outs.append({"label": a.label or patch_set(), **measure_host(rt, a.rows, a.repeats, in_place)})
         for in_place in (False, True, False, True):
             outs.append({"label": a.label or patch_set(), **measure(rt, a.rows, a.repeats, in_place)})
     finally:

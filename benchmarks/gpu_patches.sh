@@ -7,7 +7,8 @@
 # batched, flash attention in clip on and off), benchmarks/matmul_probe.py (products by batch size, MMQ against
 # cuBLAS; the logits of a fixed prompt against a reference with FP32 products), and extras at n_ubatch 2048.
 # QUICK=1: the figures, the encoders alone, GPU timelines of steps (benchmarks/step_timeline.py through a
-# CUPTI collector built there), n_ubatch 2048 and a host profile. TRACE_ONLY=1: the patched build and the timelines.
+# CUPTI collector built there), n_ubatch 2048, a host profile and the host's part of an embedding batch
+# (benchmarks/embedding_batch.py). TRACE_ONLY=1: the patched build and the timelines.
 # AHEAD=1: the patched build, auto-approved steps with the vision worker and without it, one timeline.
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
@@ -135,6 +136,7 @@ run_all() {
   if [ "${AHEAD:-0}" = 1 ]; then  # the vision work in the decoding thread against the worker, patched build
     step patched 12b-ahead m12 --modes auto,auto_ahead
     step patched 4b-ahead m4 --modes auto,auto_ahead --thinking off
+    probe patched batch-12b-patched m12 embedding_batch --label patched --json "$R/embedding-batch.jsonl"
     timeline patched 12b m12
     note "done"
     return 0
@@ -161,6 +163,8 @@ run_all() {
     timeline patched 4b m4 --thinking off
     step patched 12b-patched-ub2048 m12 --modes auto --ubatch 2048
     host_profile m4
+    probe plain batch-12b-plain m12 embedding_batch --label plain --json "$R/embedding-batch.jsonl"
+    probe patched batch-12b-patched m12 embedding_batch --label patched --json "$R/embedding-batch.jsonl"
     note "done"
     return 0
   fi
