@@ -66,6 +66,20 @@ def make_engine(pair, profile: Path, **kw) -> LocalEngine:
     return LocalEngine(LocalEngineConfig(**cfg))
 
 
+# both model families: Holotron decodes greedily, Holo3.1 samples with temperature 0.8 and top-k 20
+FAMILIES = [("tiny_model_pair", "holotron-12b"), ("qwen35_pair", "holo31")]
+
+
+def loaded_engine(request, pair: str, base: str, folder: Path) -> LocalEngine:
+    """An engine on a fixture pair (by fixture name) with a compact profile of `base`, thinking off, loaded."""
+    from app.domain.cancel import CancelToken
+
+    thinking = 0 if base == "holo31" else None  # Holotron's profile has no reasoning to turn off
+    eng = make_engine(request.getfixturevalue(pair), compact_profile(folder, base=base, thinking=thinking))
+    eng.load(None, CancelToken())
+    return eng
+
+
 def write_model_settings(base: Path, pair: Any, folder: Path, **extra: Any) -> None:
     """A Deskhand home (`base`) set up with the tiny model pair and a compact profile (written to `folder`)."""
     (base / "config").mkdir(parents=True, exist_ok=True)

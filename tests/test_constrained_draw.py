@@ -12,23 +12,13 @@ import pytest
 
 from app.domain.cancel import CancelToken
 from app.engine.llama.sampling import GrammarSampler, TopK
-from tests.engine_helpers import compact_profile, make_engine, screenshot
+from tests.engine_helpers import FAMILIES, compact_profile, loaded_engine, make_engine, screenshot
 
 pytestmark = pytest.mark.model
 
-FAMILIES = [("tiny_model_pair", "holotron-12b"), ("qwen35_pair", "holo31")]  # greedy; top-k 20 at 0.8
-
-
-def _engine(request, pair: str, base: str, folder):
-    thinking = 0 if base == "holo31" else None
-    eng = make_engine(request.getfixturevalue(pair), compact_profile(folder, base=base, thinking=thinking))
-    eng.load(None, CancelToken())
-    return eng
-
-
 @pytest.mark.parametrize(("pair", "base"), FAMILIES)
 def test_the_allowed_candidates_are_those_of_the_whole_vocabulary(pair, base, request, tmp_path):
-    eng = _engine(request, pair, base, tmp_path)
+    eng = loaded_engine(request, pair, base, tmp_path)
     rt = eng._session.rt
     g = eng.profile.generation
     smp = GrammarSampler(rt, eng._grammar, g.temperature, g.top_k)

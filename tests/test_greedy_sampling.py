@@ -1,6 +1,7 @@
 """Greedy decoding draws the argmax of the logits itself (app/engine/llama/sampling.py): the tokens llama.cpp's greedy
 sampler picks, without llama.cpp copying the whole vocabulary into a candidate array for every generated token (with
-Qwen3.5's 248k entries that copy was 0.7 ms a token on the GPU machine's CPU)."""
+Qwen3.5's 248k entries that copy was 0.7 ms a token on the GPU machine's CPU). A step of either family (Holotron's
+greedy draw, Holo3.1's top-k draw) asks llama.cpp's sampler for no token."""
 
 from __future__ import annotations
 
@@ -9,23 +10,13 @@ import pytest
 
 from app.domain.cancel import CancelToken
 from app.engine.llama.sampling import GrammarSampler
-from tests.engine_helpers import compact_profile, make_engine, screenshot
+from tests.engine_helpers import FAMILIES, loaded_engine, screenshot
 
 pytestmark = pytest.mark.model
 
-FAMILIES = [("tiny_model_pair", "holotron-12b"), ("qwen35_pair", "holo31")]
-
-
-def _engine(request, pair: str, base: str, folder):
-    thinking = 0 if base == "holo31" else None  # Holotron's profile has no reasoning to turn off
-    eng = make_engine(request.getfixturevalue(pair), compact_profile(folder, base=base, thinking=thinking))
-    eng.load(None, CancelToken())
-    return eng
-
-
 @pytest.mark.parametrize(("pair", "base"), FAMILIES)
 def test_greedy_draws_what_llama_cpp_s_greedy_sampler_picks(pair, base, request, tmp_path):
-    eng = _engine(request, pair, base, tmp_path)
+    eng = loaded_engine(request, pair, base, tmp_path)
     rt = eng._session.rt
     smp = GrammarSampler(rt, eng._grammar)
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
@@ -47,8 +38,10 @@ def test_greedy_draws_what_llama_cpp_s_greedy_sampler_picks(pair, base, request,
         eng.close()
 
 
-def test_a_greedy_step_asks_llama_cpp_s_sampler_for_no_token(request, tmp_path, monkeypatch):
-    eng = _engine(request, "tiny_model_pair", "holotron-12b", tmp_path)  # Holotron's profile decodes greedily
+@pytest.mark.parametrize(("pair", "base"), FAMILIES)
+def test_a_step_asks_llama_cpp_s_sampler_for_no_token(pair, base, request, tmp_path, monkeypatch):
+    # Holotron's greedy draw and Holo3.1's top-k draw (TopK) both take the token from the logits themselves
+    eng = loaded_engine(request, pair, base, tmp_path)
     calls: list[int] = []
     native = llama_cpp.llama_sampler_sample
     monkeypatch.setattr(llama_cpp, "llama_sampler_sample", lambda *a: calls.append(1) or native(*a))

@@ -10,11 +10,8 @@ import math
 
 import llama_cpp
 import numpy as np
-import pytest
 
-from app.domain.cancel import CancelToken
 from app.engine.llama.sampling import _TOKEN_DATA, TopK
-from tests.engine_helpers import compact_profile, make_engine, screenshot
 
 
 def _llama_top_k(logits: np.ndarray, k: int) -> set[int]:
@@ -79,18 +76,3 @@ def test_nothing_allowed_gives_the_argmax_and_k_zero_keeps_every_allowed_token()
     assert TopK(0.8, 20, np.random.default_rng(0)).draw(logits) == 0
     logits[[3, 50, 97]] = [1.0, 2.0, 0.5]
     assert set(TopK(0.8, 0, np.random.default_rng(0)).candidates(logits).tolist()) == {3, 50, 97}
-
-
-@pytest.mark.model
-def test_a_sampled_step_asks_llama_cpp_s_sampler_for_no_token(qwen35_pair, tmp_path, monkeypatch):
-    eng = make_engine(qwen35_pair, compact_profile(tmp_path, base="holo31", thinking=0))  # temperature 0.8, top-k 20
-    eng.load(None, CancelToken())
-    calls: list[int] = []
-    native = llama_cpp.llama_sampler_sample
-    monkeypatch.setattr(llama_cpp, "llama_sampler_sample", lambda *a: calls.append(1) or native(*a))
-    try:
-        prop = eng.propose("Open the settings", screenshot(1), [], CancelToken())
-    finally:
-        eng.close()
-    assert prop.raw  # the model answered, token by token
-    assert calls == []
