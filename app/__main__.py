@@ -138,8 +138,8 @@ def _dispatch(args_in: list[str]) -> int:
         from app.setup.convert.quantize import worker_main
 
         return worker_main(args_in[1:])
-    if args_in[:1] == ["--check-worker"]:  # a Python success check's child (app/agent/tasks/python_check)
-        from app.agent.tasks.check_child import main as check_main
+    if args_in[:1] == ["--check-worker"]:  # a Python success check's child (app/tasks/python_check)
+        from app.tasks.check_child import main as check_main
 
         return check_main(args_in[1:])
     if "--self-test" in args_in:  # before the GUI/CLI dispatch: it must work even where those would fail

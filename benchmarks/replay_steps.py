@@ -25,11 +25,11 @@ from typing import Any
 
 from app.agent.headless import HeadlessConfig, run_headless
 from app.agent.recorder import connect, run_steps
-from app.agent.replay import ReplayEngine
-from app.agent.task_save import save_run
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
 from app.domain.settings import Settings
+from app.tasks.replay import ReplayEngine
+from app.tasks.save import save_run
 from tests.desktop import Target, XServer, using_display
 from tests.scripted_engine import ScriptedEngine
 

@@ -63,13 +63,13 @@ class MemoryKeyring(KeyringBackend):
 
 @pytest.fixture(autouse=True)
 def cycles_collected_on_this_thread():
-    """Once an Application has moved Python's cycle collection onto the UI thread (app/ui/cycle_collector.py),
+    """Once an Application has moved Python's cycle collection onto the UI thread (app/ui/shell/cycle_collector.py),
     tests that run no event loop still get their cycles collected: here, on the main thread, after each test."""
     yield
     import gc
 
     if not gc.isenabled():
-        from app.ui.cycle_collector import collect_due
+        from app.ui.shell.cycle_collector import collect_due
 
         collect_due()
 

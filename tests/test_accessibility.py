@@ -24,12 +24,12 @@ from app.desktop.accessibility.backend import BackendStatus, check_deadline
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor
 from app.desktop.windows import WindowInfo
+from app.doctor.accessibility import check_accessibility
 from app.domain import events as ev
 from app.domain.accessible import AccessibleElement, disagreement, touches
 from app.domain.actions import Click, Point, Write
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
-from app.setup.doctor.accessibility import check_accessibility
 from tests.accessibility_desktop import accessible_desktop, element_named
 from tests.desktop import REPO, wait_until
 from tests.scripted_engine import ScriptedEngine

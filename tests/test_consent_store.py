@@ -1,10 +1,10 @@
-"""The hosts file the consent dialog and `deskhand mcp allow` both write (app/domain/link/consent.py): real files."""
+"""The hosts file the consent dialog and `deskhand mcp allow` both write (app/link/consent.py): real files."""
 
 from __future__ import annotations
 
 import stat
 
-from app.domain.link.consent import FILE_NAME, ConsentStore
+from app.link.consent import FILE_NAME, ConsentStore
 
 
 def test_a_write_leaves_another_writer_s_unfinished_file_alone_and_stays_private(tmp_path):

@@ -13,7 +13,7 @@ import threading
 
 from PySide6.QtCore import QObject, Qt
 
-from app.ui.cycle_collector import collect_on_ui_thread
+from app.ui.shell.cycle_collector import collect_on_ui_thread
 from tests.desktop import REPO
 
 

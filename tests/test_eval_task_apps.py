@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.agent.tasks.preparation import Prepared, TaskSkipped, choose_app, prepared
-from app.agent.tasks.private_display import PrivateDisplay, missing_programs
-from app.agent.tasks.region_check import grab_screen
-from app.agent.tasks.suite_format import SuiteTask, load_suite, load_task
-from app.agent.tasks.suite_run import judge
+from app.tasks.region_check import grab_screen
+from app.tasks.suite.preparation import Prepared, TaskSkipped, choose_app, prepared
+from app.tasks.suite.private_display import PrivateDisplay, missing_programs
+from app.tasks.suite.run import judge
+from app.tasks.suite.task_files import SuiteTask, load_suite, load_task
 from tests.desktop import REPO, missing_tools, wait_until
 
 pytestmark = pytest.mark.xdisplay

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from app.domain.paths import default_paths
-from app.domain.saved_task import read_task
+from app.tasks.saved_task import read_task
 from tests.desktop import REPO
 from tests.scripted_engine import ScriptedEngine
 from tests.test_saved_tasks import run, sign_in_script

@@ -17,11 +17,11 @@ from PIL import Image
 
 from app.agent.recorder import LockedError, Recorder, StepRecord, connect, list_runs, run_steps
 from app.agent.worker import AgentWorker
+from app.doctor.checks import FAIL, OK, WARN, check_history
 from app.domain import events as ev
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.domain.settings import Settings
-from app.setup.doctor.checks import FAIL, OK, WARN, check_history
 from tests.scripted_engine import ScriptedEngine
 
 SETTINGS = Settings(text_model="scripted", mmproj="scripted", step_limit=3)

@@ -19,23 +19,29 @@ APP = ROOT / "app"
 # package -> the app packages it may import (besides itself and the root `app` package, which holds the version)
 ALLOWED: dict[str, set[str]] = {
     "domain": set(),
+    "link": {"domain"},
     "desktop": {"domain"},
     "engine": {"domain"},
-    "agent": {"domain", "desktop", "engine"},
+    "agent": {"domain", "link", "desktop", "engine"},
     "setup": {"domain", "desktop", "engine"},
+    "tasks": {"domain", "link", "desktop", "engine", "agent"},
+    "doctor": {"domain", "desktop", "engine", "agent", "setup"},
     "eval": {"domain", "engine", "setup"},
-    "mcp_server": {"domain", "desktop", "engine", "agent", "setup"},
-    "cli": {"domain", "desktop", "engine", "agent", "setup", "eval", "mcp_server"},
+    "mcp_server": {"domain", "link", "desktop", "engine", "agent", "setup", "tasks"},
+    "cli": {"domain", "link", "desktop", "engine", "agent", "setup", "tasks", "doctor", "eval", "mcp_server"},
     "selftest": {"domain", "desktop", "engine", "agent", "setup", "cli"},
-    "ui": {"domain", "desktop", "engine", "agent", "setup", "eval"},
+    "ui": {"domain", "link", "desktop", "engine", "agent", "setup", "tasks", "eval"},
 }
 # third-party modules a package must never pull in when imported
 FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "domain": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss", "Xlib", "keyring"),
+    "link": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss", "Xlib", "keyring"),
     "desktop": ("PySide6", "shiboken6", "llama_cpp"),
     "engine": ("PySide6", "shiboken6", "pynput", "mss", "Xlib"),
     "agent": ("PySide6", "shiboken6"),
     "setup": ("PySide6", "shiboken6"),
+    "tasks": ("PySide6", "shiboken6"),
+    "doctor": ("PySide6", "shiboken6"),
     "eval": ("PySide6", "shiboken6", "llama_cpp", "pynput", "mss"),
     "cli": ("PySide6", "shiboken6"),
     "mcp_server": ("PySide6", "shiboken6"),
@@ -43,24 +49,28 @@ FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "engine/remote": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
     "engine/gguf": ("PySide6", "shiboken6", "pynput", "mss", "Xlib", "llama_cpp"),
 }
+# standard-library modules that open sockets, databases or processes: the domain is pure data and rules
+IO_MODULES = ("socket", "socketserver", "ssl", "select", "selectors", "asyncio", "sqlite3", "dbm", "shelve",
+              "subprocess", "multiprocessing", "concurrent", "pty", "http", "urllib", "ftplib", "smtplib", "xmlrpc")
+PURE_PACKAGE = "app.domain"
 UI_WINDOWS = {"ui.run", "ui.approval", "ui.settings", "ui.history", "ui.setup", "ui.agents"}
 # sub-package (or "<package>." for the modules directly in a package) -> the sibling groups it must never import
 SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
-    "domain.link": set(),
-    "agent.tasks": set(),  # saved tasks' checks and the live-task suite: may use the whole agent
     "desktop.wayland": {"desktop.accessibility"},
     "desktop.accessibility": {"desktop.wayland"},
     "desktop.attention": {"desktop.wayland", "desktop.accessibility"},
-    "agent.scheduled": set(),
+    "tasks.": {"tasks.suite", "tasks.schedule"},  # saved tasks themselves know neither the suite nor the schedules
+    "tasks.suite": {"tasks.schedule"},
+    "tasks.schedule": {"tasks.suite"},
     "cli.shared": {"cli."},  # never a subcommand
     "engine.llama": {"engine.remote"},
     "engine.remote": {"engine.llama", "engine.gguf"},
     "engine.gguf": {"engine.llama", "engine.remote"},
-    "setup.convert": {"setup.doctor"},
-    "setup.doctor": {"setup.convert"},
+    "setup.convert": set(),
     "eval.replay": {"eval.trial"},
     "eval.trial": {"eval.replay"},
     "ui.": {"ui.bridge", "ui.shell", *UI_WINDOWS},
+    "ui.common": {"ui.bridge", "ui.shell", *UI_WINDOWS},  # shared by the windows: never one of them
     "ui.bridge": {"ui.shell", *UI_WINDOWS},
     **{w: {"ui.shell"} for w in UI_WINDOWS},
     "ui.shell": set(),
@@ -146,9 +156,22 @@ def llama_cpp_importers() -> list[str]:
     return found
 
 
+def io_importers() -> list[str]:
+    """Modules of the pure package whose import statements (lazy ones included) name a module that does I/O."""
+    found = []
+    for path in sorted((APP / PURE_PACKAGE.split(".")[1]).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{module_name(path)} imports {n}" for n in names if n.split(".")[0] in IO_MODULES]
+    return found
+
+
 def folder_problems() -> list[str]:
+    """Every folder under app/ that holds modules, a package or not: at most MAX_MODULES_PER_FOLDER modules loose
+    beside its sub-packages (its __init__.py is not one), none named with its folder's name in front."""
     problems = []
-    for folder in sorted(p for p in [APP, *APP.rglob("*")] if p.is_dir() and (p / "__init__.py").is_file()):
+    for folder in sorted(p for p in [APP, *APP.rglob("*")] if p.is_dir() and any(p.glob("*.py"))):
         modules = sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
         where = folder.relative_to(ROOT).as_posix()
         if len(modules) > MAX_MODULES_PER_FOLDER:
@@ -161,7 +184,8 @@ def test_every_package_has_a_rule_and_says_what_it_holds():
     packages = sorted(p.name for p in APP.iterdir() if (p / "__init__.py").is_file())
     assert set(packages) == set(ALLOWED), "a new package needs its place in ALLOWED"
     subpackages = sorted(f"{p.parent.name}.{p.name}" for p in APP.glob("*/*") if (p / "__init__.py").is_file())
-    assert set(subpackages) == set(SUBPACKAGE_FORBIDDEN) - {"ui."}, "a new sub-package needs its SUBPACKAGE_FORBIDDEN"
+    own_modules = {g for g in SUBPACKAGE_FORBIDDEN if g.endswith(".")}
+    assert set(subpackages) == set(SUBPACKAGE_FORBIDDEN) - own_modules, "a sub-package needs its SUBPACKAGE_FORBIDDEN"
     for init in sorted(APP.rglob("__init__.py")):
         if init.parent == APP:
             continue
@@ -181,6 +205,11 @@ def test_only_the_llama_runtime_imports_llama_cpp():
 
 def test_folders_stay_small_and_names_do_not_repeat_the_folder():
     assert folder_problems() == []
+
+
+def test_the_domain_imports_nothing_that_does_io():
+    """No sockets, databases or child processes under app/domain/: those live in link, agent, desktop."""
+    assert io_importers() == []
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -206,17 +235,23 @@ def test_the_check_sees_a_forbidden_import(tmp_path, monkeypatch):
 
 
 def test_the_sub_package_checks_see_what_they_forbid(tmp_path, monkeypatch):
-    """A remote module importing the llama runtime, a window importing the shell, llama_cpp outside the runtime,
-    a sixteenth module and a prefixed name are each reported."""
+    """A remote module importing the llama runtime, a window importing the shell, a shared UI part importing a
+    window, llama_cpp outside the runtime, I/O in the domain (lazy or not), a sixteenth module (in a package or a
+    plain folder) and a prefixed name are each reported; fifteen modules beside an __init__.py are not."""
     fake = tmp_path / "app"
     files = {
         "engine/remote/client.py": "from app.engine.llama.session import Session\n",
         "engine/llama/engine.py": "import llama_cpp\n",
         "ui/run/window.py": "def f():\n    from app.ui.shell import tray\n",
         "ui/shell/tray.py": "",
+        "ui/common/icons.py": "from app.ui.run import window\n",
         "setup/flow.py": "def f():\n    import llama_cpp.mtmd_cpp\n",
         "setup/convert/convert_job.py": "",
         **{f"domain/m{i}.py": "" for i in range(16)},
+        "domain/m0.py": "def f():\n    import sqlite3\n",
+        "domain/m1.py": "from subprocess import run\nimport sockets_of_mine\nfrom multiprocessing.pool import Pool\n",
+        "domain/m2.py": "import os, socket\n",
+        **{f"eval/m{i}.py": "" for i in range(15)},
     }
     for rel, text in files.items():
         path = fake / rel
@@ -226,13 +261,22 @@ def test_the_sub_package_checks_see_what_they_forbid(tmp_path, monkeypatch):
                 break
             (folder / "__init__.py").write_text('"""x"""\n')
         path.write_text(text)
+    loose = fake / "desktop" / "helpers"  # a folder without __init__.py still holds modules
+    loose.mkdir(parents=True)
+    for i in range(16):
+        (loose / f"h{i}.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "APP", fake)
     assert subpackage_violations() == ["app.engine.remote.client imports app.engine.llama.session",
+                                       "app.ui.common.icons imports app.ui.run",
+                                       "app.ui.common.icons imports app.ui.run.window",
                                        "app.ui.run.window imports app.ui.shell",
                                        "app.ui.run.window imports app.ui.shell.tray"]
     assert llama_cpp_importers() == ["app.setup.flow"]
-    assert folder_problems() == ["app/domain holds 16 modules (at most 15)",
+    assert io_importers() == ["app.domain.m0 imports sqlite3", "app.domain.m1 imports subprocess",
+                              "app.domain.m1 imports multiprocessing.pool", "app.domain.m2 imports socket"]
+    assert folder_problems() == ["app/desktop/helpers holds 16 modules (at most 15)",
+                                 "app/domain holds 16 modules (at most 15)",
                                  "app/setup/convert/convert_job.py repeats its folder's name"]
 
 

@@ -36,11 +36,11 @@ from pytestqt.exceptions import TimeoutError as QtWaitTimeout
 
 from app.agent.recorder import connect, list_runs
 from app.domain.errors import DeskhandError
-from app.domain.instance import send_message, server_name
-from app.domain.link import client, protocol
-from app.domain.link.consent import ConsentStore
 from app.domain.paths import default_paths
 from app.domain.settings import load_settings
+from app.link import client, protocol
+from app.link.consent import ConsentStore
+from app.link.instance import send_message, server_name
 from app.ui.agents.hosts_page import HostsPage
 from app.ui.approval import input_guard
 from app.ui.shell.agent_link import AgentLink

@@ -1,4 +1,4 @@
-"""A suite task's private display (app/agent/tasks/private_display.py) when Xvfb does not come up: the task
+"""A suite task's private display (app/tasks/suite/private_display.py) when Xvfb does not come up: the task
 fails with the log to read, instead of the whole suite waiting on Xvfb for ever."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
-from app.agent.tasks.private_display import PrivateDisplay
 from app.domain.errors import DeskhandError
+from app.tasks.suite.private_display import PrivateDisplay
 
 
 def test_an_xvfb_that_never_says_it_is_ready_fails_the_display_in_time(tmp_path, monkeypatch):

@@ -12,14 +12,14 @@ import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
 from app.agent.recorder import connect, run_steps
-from app.agent.replay import ReplayEngine
-from app.agent.task_save import save_run
 from app.desktop.accessibility import BoundedLookup, open_lookup, platform_backend
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.locate import locate_target
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
 from app.domain.settings import Settings
+from app.tasks.replay import ReplayEngine
+from app.tasks.save import save_run
 from tests.accessibility_desktop import accessible_desktop, element_named
 from tests.desktop import wait_until
 from tests.scripted_engine import ScriptedEngine

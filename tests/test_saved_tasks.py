@@ -15,14 +15,14 @@ import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
 from app.agent.recorder import connect, run_steps
-from app.agent.replay import ReplayEngine
-from app.agent.task_save import save_run
-from app.agent.task_store import TaskStore
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
-from app.domain.saved_task import read_task
 from app.domain.settings import Settings
+from app.tasks.replay import ReplayEngine
+from app.tasks.save import save_run
+from app.tasks.saved_task import read_task
+from app.tasks.store import TaskStore
 from tests.desktop import REPO
 from tests.scripted_engine import ScriptedEngine
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.domain.errors import DeskhandError
-from app.setup.task_schedule import Listed, run_arguments, scheduler_for, source_checkout, when_of
+from app.tasks.schedule.os_scheduler import Listed, run_arguments, scheduler_for, source_checkout, when_of
 
 NS = "{http://schemas.microsoft.com/windows/2004/02/mit/task}"
 # what the schema allows under each element (xs:all unless ORDERED says a sequence), and what it requires

@@ -20,11 +20,11 @@ import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
 from app.agent.recorder import Recorder, connect, list_runs, run_steps
-from app.agent.task_save import save_run
-from app.agent.task_store import TaskStore
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
+from app.tasks.save import save_run
+from app.tasks.store import TaskStore
 from tests.desktop import REPO
 from tests.desktop_services import DesktopServices, private_bus
 from tests.scripted_engine import ScriptedEngine
@@ -259,8 +259,8 @@ def test_missed_runs_and_a_run_that_found_no_display_are_in_history(risky, bus):
 
 def test_a_question_from_the_model_is_answered_in_the_app_and_the_answer_reaches_the_model(desktop, services,
                                                                                           qtbot):
-    from app.agent.scheduled.person import PersonWait
     from app.desktop.executor import DryRunExecutor
+    from app.tasks.schedule.person import PersonWait
 
     paths = default_paths().ensure()
     model = ScriptedEngine([{"tool_name": "ask_user", "question": "Which colour?"},
@@ -295,8 +295,8 @@ def test_deskhand_closed_while_a_step_waits_in_it_lets_go_of_the_connection(desk
     import gc
     import warnings
 
-    from app.agent.scheduled.person import PersonWait
     from app.desktop.executor import DryRunExecutor
+    from app.tasks.schedule.person import PersonWait
 
     paths = default_paths().ensure()
     model = ScriptedEngine([{"tool_name": "ask_user", "question": "Which colour?"}])

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont
 
-from app.agent.task_save import python_check
-from app.agent.tasks.python_check import CheckRequest, check_source, run_python_check
-from app.agent.tasks.region_check import compare_region, recorded_region
-from app.agent.tasks.suite_format import BrokenTask, SuiteTask, load_suite
 from app.domain.errors import DeskhandError
-from app.domain.saved_task import SavedStep, SavedTask, SuccessCheck, from_json, read_task
+from app.tasks.python_check import CheckRequest, check_source, run_python_check
+from app.tasks.region_check import compare_region, recorded_region
+from app.tasks.save import python_check
+from app.tasks.saved_task import SavedStep, SavedTask, SuccessCheck, from_json, read_task
+from app.tasks.suite.task_files import BrokenTask, SuiteTask, load_suite
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, which Deskhand's Qt needs
 

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from app.agent.task_store import TaskStore
 from app.domain.paths import default_paths
-from app.domain.saved_task import SavedStep, SavedTask, Variable
+from app.tasks.saved_task import SavedStep, SavedTask, Variable
+from app.tasks.store import TaskStore
 from tests.desktop import REPO
 
 

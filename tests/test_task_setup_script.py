@@ -1,4 +1,4 @@
-"""A suite task's setup.sh that does not finish (app/agent/tasks/preparation.py): the task fails in time and what
+"""A suite task's setup.sh that does not finish (app/tasks/suite/preparation.py): the task fails in time and what
 the script started is stopped with it, not left running behind the suite. Real bash, real processes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.tasks import preparation
-from app.agent.tasks.preparation import SetupFailed, prepared
-from app.agent.tasks.suite_format import load_task
+from app.tasks.suite import preparation
+from app.tasks.suite.preparation import SetupFailed, prepared
+from app.tasks.suite.task_files import load_task
 
 
 def _gone(pid: int) -> bool:

@@ -51,7 +51,7 @@ def test_the_cli_refuses_to_store_the_token_without_a_keyring_and_writes_it_nowh
 
 
 def test_the_settings_dialog_keeps_the_token_out_of_every_file(qtbot, tmp_path, no_keyring):
-    from app.ui.messages import close_logging, setup_logging
+    from app.ui.common.messages import close_logging, setup_logging
     from app.ui.shell.application import Application
 
     paths = default_paths(tmp_path / "home").ensure()

@@ -22,7 +22,7 @@ from app.domain.actions import Click, tool_call_of
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings, load_settings
-from app.ui.messages import CrashReporter, error_html
+from app.ui.common.messages import CrashReporter, error_html
 from app.ui.settings.dialog import SettingsDialog, tile_effect
 from app.ui.shell.application import NO_TRAY, Application
 from app.ui.shell.single_instance import InstanceServer, send_to_running, server_name
@@ -273,8 +273,8 @@ def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recor
 
 
 def test_history_saves_a_run_that_worked_as_a_task_with_its_typed_text_as_a_variable(qtbot, make_app, paths):
-    from app.agent.task_store import TaskStore
     from app.domain.actions import Write
+    from app.tasks.store import TaskStore
     from app.ui.history.save_task import SaveTaskDialog
 
     rec = Recorder(paths.database, paths.runs)
@@ -314,8 +314,8 @@ def test_history_saves_a_run_that_worked_as_a_task_with_its_typed_text_as_a_vari
 
 def test_a_saved_task_runs_again_from_the_main_window_without_the_model(qtbot, make_app, paths, desktop):
     """`desktop`: the worker captures a private Xvfb + jwm (pytest-xvfb's bare screen is black)."""
-    from app.agent.task_store import TaskStore
-    from app.domain.saved_task import SavedStep, SavedTask, Variable
+    from app.tasks.saved_task import SavedStep, SavedTask, Variable
+    from app.tasks.store import TaskStore
 
     wait = SavedStep({"tool_name": "wait", "seconds": 0.05}, "Wait for the page")
     TaskStore(paths.tasks).save(SavedTask("check mail", "Check the mail of {who}", (wait,),

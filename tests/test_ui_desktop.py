@@ -20,8 +20,8 @@ from app.agent.recorder import connect, list_runs, run_steps
 from app.desktop.focus import KeyboardFocus
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui import placement
 from app.ui.approval import input_guard
+from app.ui.common import placement
 from app.ui.shell.application import Application
 from tests.desktop import Target, missing_tools
 from tests.scripted_engine import ScriptedEngine

@@ -16,12 +16,12 @@ from PySide6.QtWidgets import QApplication
 from app.domain import events as ev
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
-from app.ui import placement, shortcuts
-from app.ui.messages import outcome_html
+from app.ui.common import placement, shortcuts
+from app.ui.common.messages import outcome_html
+from app.ui.common.window_memory import FRAME_GUESS, WindowMemory, inside_area
 from app.ui.settings.hotkey_edit import KeyRecorder
 from app.ui.setup.wizard import SetupWizard
 from app.ui.shell.application import Application
-from app.ui.window_memory import FRAME_GUESS, WindowMemory, inside_area
 from tests.desktop import Target, XServer
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, delivered, proposed
@@ -503,7 +503,7 @@ def test_the_approval_dialog_has_no_minimise_button():
 
 
 def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_cut(qtbot):
-    from app.ui.status_area import StatusArea
+    from app.ui.common.status_area import StatusArea
 
     area = StatusArea()
     qtbot.addWidget(area)
@@ -519,7 +519,7 @@ def test_a_long_message_in_a_narrow_window_ends_in_an_ellipsis_instead_of_being_
 
 
 def test_the_state_line_uses_the_whole_width_when_there_is_no_message(qtbot):
-    from app.ui.status_area import StatusArea
+    from app.ui.common.status_area import StatusArea
 
     area = StatusArea()
     qtbot.addWidget(area)

@@ -9,11 +9,11 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.agent.recorder import connect, list_runs, run_steps
-from app.agent.task_store import TaskStore
 from app.domain import events as ev
 from app.domain.paths import default_paths
-from app.domain.saved_task import SavedStep, SavedTask, Variable
 from app.domain.settings import Loaded, Settings
+from app.tasks.saved_task import SavedStep, SavedTask, Variable
+from app.tasks.store import TaskStore
 from app.ui.run.saved_offers import matching, offer_text
 from app.ui.shell.application import Application
 from tests.desktop import missing_tools

@@ -151,8 +151,8 @@ def test_show_window_brings_back_a_main_window_that_was_taken_off_the_screen(qtb
 
 
 def test_the_tray_menu_runs_a_saved_task(qtbot, app):
-    from app.agent.task_store import TaskStore
-    from app.domain.saved_task import SavedStep, SavedTask, Variable
+    from app.tasks.saved_task import SavedStep, SavedTask, Variable
+    from app.tasks.store import TaskStore
 
     wait = SavedStep({"tool_name": "wait", "seconds": 0.05}, "Wait for the page")
     TaskStore(app.paths.tasks).save(SavedTask("check mail", "Check the mail of {who}", (wait,),

@@ -13,9 +13,9 @@ from app.domain import events as ev
 from app.domain.actions import AskUser, Click, Drag, KeyPress, Point, Write
 from app.domain.hotkey_spec import hotkey_problem
 from app.domain.proposal import EngineInfo
-from app.ui import placement
 from app.ui.approval import input_guard
 from app.ui.approval.dialog import KEYS_HELD, RISKY_TAKES_A_CLICK, ApprovalDialog
+from app.ui.common import placement
 from app.ui.run.stream_text import readable, tool_name
 from app.ui.run.window import MainWindow
 from tests.ui_support import QT_MARKS, _point, delivered, proposed

@@ -211,7 +211,7 @@ def other_states(cam: Any, app: Application) -> None:
 
 def other_agents(cam: Any, app: Application, paths: Paths) -> None:
     """A host's first call (the question, without the keyboard), and Settings → Other agents with two answers."""
-    from app.domain.link.consent import ConsentStore
+    from app.link.consent import ConsentStore
     from app.ui.agents.consent_dialog import ConsentDialog
 
     question = ConsentDialog("claude-code", "2.1.4", "run_task")
@@ -262,7 +262,7 @@ def windows(cam: Any, app: Application, paths: Paths) -> None:
     cam.snap("history-centred-the-first-time")
     cam.snap("history-replay", history)
     history.hide()
-    from app.ui.messages import CrashReporter
+    from app.ui.common.messages import CrashReporter
 
     reporter = CrashReporter(paths.logs / "deskhand.log")
     try:

@@ -7,7 +7,7 @@ What a headless run does with a step the policy wants a person to approve:
   a row the run ends ("needs a person").
 - A question from the model (`ask_user`) ends the run at once, with the question as the reason: only a person
   could answer it.
-- With a `person` (a scheduled run, app/agent/scheduled/person.py), a step that needs approval under the
+- With a `person` (a scheduled run, app/tasks/schedule/person.py), a step that needs approval under the
   policy, and a question, wait for that person instead (a notification, the Deskhand app's approval window),
   up to its limit; so does a locked screen before each screenshot. No one by then: the run ends ("needs a
   person"), saying what it waited for.

@@ -22,7 +22,7 @@ from typing import Any
 
 from PIL import Image
 
-from app.domain.database_file import is_locked, who_holds
+from app.agent.database_file import is_locked, who_holds
 from app.domain.errors import DeskhandError
 
 BUSY_TIMEOUT_S = 2.0  # a step waits this long for another program's lock, then is kept for the next try

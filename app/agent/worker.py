@@ -30,16 +30,17 @@ from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, CaptureError, DeskhandError, ModelBusy
-from app.domain.link.protocol import proposal_answer
 from app.domain.paths import Paths
 from app.domain.proposal import EngineInfo, Observation
 from app.domain.settings import Settings
 from app.domain.units import steps_text
 from app.engine.base import Engine
+from app.link.protocol import proposal_answer
 
 log = logging.getLogger("deskhand.worker")
 
 EngineFactory = Callable[[Settings], Engine]
+WrapModel = Callable[[Callable[[CancelToken], Engine]], Engine]  # the model, loaded on demand -> the run's engine
 HideHook = Callable[[], AbstractContextManager[object]]
 T = TypeVar("T")
 
@@ -108,15 +109,17 @@ class AgentWorker:
         with self._lock:
             return self._current is not None
 
-    def start_task(self, task: str, settings: Settings, saved: tuple[Any, dict[str, str]] | None = None) -> bool:
-        """Queue a run; False when one is already running. `saved`: a saved task and its variable values, done
-        again (its steps replayed where their targets are on the screen, the model asked for the others)."""
+    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> bool:
+        """Queue a run; False when one is already running. `wrap_model`: makes this run's engine around the model,
+        which it asks for only when it needs it, and leaves open (the worker keeps it for the next run): a saved
+        task done again (app.tasks.replay replays its steps where their targets are on the screen and asks the
+        model for the others)."""
         with self._lock:
             if self._current is not None or not task.strip():
                 return False
             self._current = _Current(0, CancelToken())
         self.pause_flag.clear()
-        self._queue.put(("run", (task.strip(), settings, saved)))
+        self._queue.put(("run", (task.strip(), settings, wrap_model)))
         return True
 
     @property
@@ -149,7 +152,7 @@ class AgentWorker:
     def propose_now(self, settings: Settings, task: str, token: CancelToken) -> dict[str, Any]:
         """One proposal for the screen as it is now, nothing done (`deskhand mcp`'s propose while the app runs),
         by the model this worker holds, as with_model lends it: never a second copy. ModelBusy while a task runs
-        or the model test has the model. The answer as app.domain.link.protocol.proposal_answer writes it."""
+        or the model test has the model. The answer as app.link.protocol.proposal_answer writes it."""
         def job(engine: Engine, info: EngineInfo) -> dict[str, Any]:
             cfg = run_config(settings)
             try:
@@ -233,12 +236,8 @@ class AgentWorker:
                 with contextlib.suppress(Exception):
                     closer.close()
 
-    def _replay(self, saved: tuple[Any, dict[str, str]], settings: Settings, run_id: int) -> Engine:
-        from app.agent.replay import ReplayEngine
-
-        replay = ReplayEngine(saved[0], saved[1], lambda token: self._ensure_engine(settings, run_id, token))
-        replay.owns_model = False  # kept for the next run, as always
-        return replay
+    def _wrapped(self, wrap_model: WrapModel, settings: Settings, run_id: int) -> Engine:
+        return wrap_model(lambda token: self._ensure_engine(settings, run_id, token))
 
     def _lend(self, settings: Settings, token: CancelToken, job: Callable[[Engine, EngineInfo], Any],
               done: Future[Any]) -> None:
@@ -281,7 +280,7 @@ class AgentWorker:
                 self.sink(ev.Notice(run_id, warning))
         return engine
 
-    def _run(self, task: str, settings: Settings, saved: tuple[Any, dict[str, str]] | None = None) -> None:
+    def _run(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> None:
         with self._lock:
             assert self._current is not None
             token = self._current.token
@@ -295,8 +294,8 @@ class AgentWorker:
                 self._current = _Current(run_id, token)
             log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
             self.sink(ev.RunStarted(run_id, task))
-            engine: Engine = self._ensure_engine(settings, run_id, token) if saved is None else \
-                self._replay(saved, settings, run_id)
+            engine: Engine = self._ensure_engine(settings, run_id, token) if wrap_model is None else \
+                self._wrapped(wrap_model, settings, run_id)
             cfg = run_config(settings)
             capturer = self._screen(cfg, run_id)
             executor, guard = self._executor(token, capturer, settings)

@@ -9,9 +9,9 @@ import json
 import sys
 
 from app import __version__
+from app.doctor.checks import run_doctor
+from app.doctor.findings import FAIL, OK, SKIP, WARN, Report
 from app.domain.paths import default_paths
-from app.setup.doctor.checks import run_doctor
-from app.setup.doctor.findings import FAIL, OK, SKIP, WARN, Report
 
 LABELS = {OK: " OK ", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}
 

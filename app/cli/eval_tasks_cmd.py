@@ -71,8 +71,8 @@ def _select(entries: list[Any], groups: list[list[str]] | None, limit: int | Non
 
 def _check_display(args: argparse.Namespace) -> tuple[str, bool]:
     """How the tasks' display is described, and whether a person may be at it."""
-    from app.agent.tasks.private_display import missing_programs
     from app.desktop.virtual_display import find_server
+    from app.tasks.suite.private_display import missing_programs
 
     if not args.display:
         missing = missing_programs()
@@ -94,8 +94,8 @@ def _check_display(args: argparse.Namespace) -> tuple[str, bool]:
 
 def _engine(args: argparse.Namespace, settings: Any, tasks: list[Any]) -> Any:
     """The suite's shared model, made when a task first needs it; checked now when a task will."""
-    from app.agent.tasks.suite_format import SuiteTask
-    from app.agent.tasks.suite_run import SharedEngine
+    from app.tasks.suite.run import SharedEngine
+    from app.tasks.suite.task_files import SuiteTask
 
     needs_model = any(isinstance(t, SuiteTask) and t.saved is None for t in tasks)
     try:
@@ -117,13 +117,13 @@ def _out(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from app import __version__
-    from app.agent.tasks.suite_format import load_suite
-    from app.agent.tasks.suite_run import SuiteOptions, TaskResult, run_suite
     from app.domain.paths import default_paths
     from app.domain.resources import resource_path
     from app.eval.grounding import prepare_out
     from app.eval.report import model_file
     from app.eval.task_report import lines, summary, write
+    from app.tasks.suite.run import SuiteOptions, TaskResult, run_suite
+    from app.tasks.suite.task_files import load_suite
 
     token = CancelToken()
     folder = Path(args.dir).expanduser() if args.dir else resource_path("eval_tasks")

@@ -9,8 +9,8 @@ import signal
 import sys
 
 from app.agent.live_runs import headless_pids
-from app.domain.instance import send_message
 from app.domain.paths import default_paths
+from app.link.instance import send_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -113,8 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _store() -> Any:
-    from app.agent.task_store import TaskStore
     from app.domain.paths import default_paths
+    from app.tasks.store import TaskStore
 
     return TaskStore(default_paths().tasks)
 
@@ -180,8 +180,8 @@ def show_task(args: argparse.Namespace) -> int:
 
 
 def save_task(args: argparse.Namespace) -> int:
-    from app.agent.task_save import save_run
     from app.domain.paths import default_paths
+    from app.tasks.save import save_run
 
     paths = default_paths()
     try:
@@ -198,7 +198,7 @@ def save_task(args: argparse.Namespace) -> int:
 
 
 def _checks(args: argparse.Namespace, task: Any) -> tuple[Any, ...]:
-    from app.domain.saved_task import SuccessCheck
+    from app.tasks.saved_task import SuccessCheck
 
     if args.check_contains and not args.check_file:
         raise DeskhandError("--check-contains needs --check-file (the file that should hold the text).",
@@ -209,13 +209,13 @@ def _checks(args: argparse.Namespace, task: Any) -> tuple[Any, ...]:
     if args.check_window:
         checks.append(SuccessCheck("window", args.check_window))
     if args.check_region:
-        from app.agent.task_save import region_check
         from app.domain.paths import default_paths
+        from app.tasks.save import region_check
 
         paths = default_paths()
         checks.append(region_check(paths.database, paths.runs, args.run_id, args.check_region))
     if args.check_python:
-        from app.agent.task_save import python_check
+        from app.tasks.save import python_check
 
         checks.append(python_check(args.check_python, args.check_timeout))
     probe = {v.name: "x" for v in task.variables}
@@ -249,9 +249,9 @@ def _values(task: Any, given: dict[str, str]) -> dict[str, str]:
 
 
 def run_task(args: argparse.Namespace) -> int:
-    from app.agent.replay import ReplayEngine
     from app.cli.run_cmd import _say, execute
     from app.cli.shared.engine_choice import engine_of
+    from app.tasks.replay import ReplayEngine
 
     try:
         saved = _store().load(args.name)
@@ -291,7 +291,7 @@ def run_task(args: argparse.Namespace) -> int:
             scheduled.close()
     if status != 0 or not saved.checks:
         return status
-    from app.agent.task_checks import run_checks
+    from app.tasks.checks import run_checks
 
     results = run_checks(saved, values)
     for r in results:
@@ -311,12 +311,12 @@ def _scheduled(args: argparse.Namespace, saved: Any, task_text: str) -> Any:
     wait_min = args.wait_for_person if args.wait_for_person is not None else WAIT_DEFAULT if args.scheduled else 0
     if not args.scheduled and not wait_min:
         return None
-    from app.agent.scheduled.occasion import Occasion, ScheduledRun
-    from app.agent.scheduled.person import PersonWait
     from app.cli.run_cmd import _say
     from app.domain.paths import default_paths
-    from app.setup.self_command import start_app
-    from app.setup.task_schedule import when_from_argument
+    from app.link.self_command import start_app
+    from app.tasks.schedule.occasion import Occasion, ScheduledRun
+    from app.tasks.schedule.os_scheduler import when_from_argument
+    from app.tasks.schedule.person import PersonWait
 
     occasion = None
     now = dt.datetime.now()
@@ -360,7 +360,7 @@ def export_task(args: argparse.Namespace) -> int:
 
 
 def import_task(args: argparse.Namespace) -> int:
-    from app.domain.saved_task import read_task, renamed
+    from app.tasks.saved_task import read_task, renamed
 
     try:
         task = read_task(args.file)
@@ -381,7 +381,7 @@ def import_task(args: argparse.Namespace) -> int:
 
 
 def schedule_task(args: argparse.Namespace) -> int:
-    from app.setup import task_schedule as ts
+    from app.tasks.schedule import os_scheduler as ts
 
     try:
         scheduler = ts.scheduler_for()

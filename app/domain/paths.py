@@ -34,7 +34,7 @@ class Paths:
 
     @property
     def tasks(self) -> Path:
-        """Saved tasks (app/domain/saved_task.py), one file each."""
+        """Saved tasks (app/tasks/saved_task.py), one file each."""
         return self.data / "tasks"
 
     @property

@@ -1,11 +1,11 @@
-"""What a host is told when the person has not allowed it (the store itself is app.domain.link.consent, shared with
+"""What a host is told when the person has not allowed it (the store itself is app.link.consent, shared with
 the app's consent dialog and Settings page)."""
 
 from __future__ import annotations
 
 import json
 
-from app.domain.link.consent import ConsentStore, Grant
+from app.link.consent import ConsentStore, Grant
 
 __all__ = ["ConsentStore", "Grant", "not_allowed_message"]
 

@@ -15,10 +15,10 @@ from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
-from app.domain.instance import listening
-from app.domain.link import client, protocol
-from app.domain.link.protocol import event_message, progress_text
 from app.domain.paths import Paths
+from app.link import client, protocol
+from app.link.instance import listening
+from app.link.protocol import event_message, progress_text
 from app.mcp_server.in_app import AppRun, ensure_app
 
 log = logging.getLogger("deskhand.mcp")
@@ -167,7 +167,7 @@ class CurrentRun:
             self.in_app.cancel()
 
     def follow(self, msg: dict[str, Any], report: Callable[[Progress], None]) -> None:
-        """One of the run's events (app.domain.link.protocol.event_message): kept, and told to the host."""
+        """One of the run's events (app.link.protocol.event_message): kept, and told to the host."""
         if msg.get("run_id"):
             self.run_id = msg["run_id"]
         text = progress_text(msg)
@@ -289,7 +289,7 @@ class Desk:
         run.thread.start()
 
     def stop(self, host: str = "", why: str = "stopped by the host's stop tool") -> str:
-        from app.domain.instance import send_message
+        from app.link.instance import send_message
 
         said = []
         run = self.busy()

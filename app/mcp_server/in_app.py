@@ -1,4 +1,4 @@
-"""A host's calls handed to the running Deskhand app through the link (app.domain.link): the consent question asked
+"""A host's calls handed to the running Deskhand app through the link (app.link): the consent question asked
 in its window, a task run there (its window shows each step and asks as always). When no app runs, one is started
 for it, on the same display and with the same settings folder (both inherited), and waited for."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
-from app.domain.link import client, protocol
 from app.domain.paths import Paths
+from app.link import client, protocol
 
 log = logging.getLogger("deskhand.mcp")
 START_WAIT_S = 120.0  # a cold start on a busy machine: Qt, the window, the history
@@ -38,7 +38,7 @@ def ensure_app(paths: Paths, token: CancelToken | None = None) -> bool:
         except client.NoApp:
             pass
         _check_display()
-        from app.setup.self_command import launch_command
+        from app.link.self_command import launch_command
 
         command = launch_command()
         # its own session: it stays when the host ends this server; stdout is this server's protocol channel

@@ -29,9 +29,9 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 import app
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
-from app.domain.link.protocol import HOST_CANCELLED
 from app.domain.paths import Paths
 from app.domain.units import steps_text
+from app.link.protocol import HOST_CANCELLED
 from app.mcp_server import desk, in_app, tools
 from app.mcp_server.consent import ConsentStore, not_allowed_message
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import mcp_types as types
 
-from app.domain.link.consent import TOOL_NAMES
-from app.domain.link.protocol import APPROVE_CHOICES
+from app.link.consent import TOOL_NAMES
+from app.link.protocol import APPROVE_CHOICES
 
 RUN_TASK, SCREENSHOT, PROPOSE, STATUS, STOP, RUN = "run_task", "screenshot", "propose", "status", "stop", "run"
 NAMES = TOOL_NAMES  # the names the person allows or not (the consent store's)

@@ -12,11 +12,11 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QCursor, QFont, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from app.domain.link.consent import TOOL_WORDS
-from app.ui.activation import set_show_without_activating
+from app.link.consent import TOOL_WORDS
 from app.ui.approval.input_guard import InputGuard
-from app.ui.icons import app_icon
-from app.ui.messages import escape
+from app.ui.common.activation import set_show_without_activating
+from app.ui.common.icons import app_icon
+from app.ui.common.messages import escape
 
 ALLOW_TAKES_A_CLICK = "A program is allowed only with a click on Allow: no key allows it."
 KEYS_HELD = "Keys typed as this window appeared were held back (they looked meant for another window)."

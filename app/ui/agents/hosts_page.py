@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.domain.link.consent import ConsentStore, Grant
-from app.ui.messages import error_html
+from app.link.consent import ConsentStore, Grant
+from app.ui.common.messages import error_html
 
 Run = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], Future[Any]]
 INTRO = ("Programs such as Claude Code, Codex or Cursor can use Deskhand through <code>deskhand mcp</code>. The "

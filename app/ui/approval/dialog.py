@@ -18,15 +18,15 @@ from app.domain import events as ev
 from app.domain.accessible import touches
 from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
-from app.ui import placement, shortcuts
-from app.ui.activation import set_show_without_activating
 from app.ui.approval import target as at
 from app.ui.approval.focus_return import FocusReturn
 from app.ui.approval.form import ApprovalForm
 from app.ui.approval.input_guard import InputGuard
+from app.ui.approval.screens import available_rect
 from app.ui.bridge.host import Delivered
-from app.ui.icons import app_icon
-from app.ui.screens import available_rect
+from app.ui.common import placement, shortcuts
+from app.ui.common.activation import set_show_without_activating
+from app.ui.common.icons import app_icon
 
 PREFERRED = (820, 740)
 MINIMUM = (520, 460)

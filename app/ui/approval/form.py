@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.bridge.host import ZOOM
-from app.ui.screenshot_view import ScreenshotView
+from app.ui.common.screenshot_view import ScreenshotView
 
 
 class ApprovalForm:

@@ -22,8 +22,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QWidget
 
-from app.ui.screens import to_logical, to_native
-from app.ui.screenshot_view import draw_marker
+from app.ui.approval.screens import to_logical, to_native
+from app.ui.common.screenshot_view import draw_marker
 
 RADIUS = 18
 INNER = RADIUS - 2  # the middle, inside the ring's white edge

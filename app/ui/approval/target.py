@@ -14,9 +14,9 @@ from PySide6.QtGui import QImage
 from app.domain import events as ev
 from app.domain.actions import Action, Drag, Point, points_of
 from app.domain.geometry import Layout, Monitor, model_to_input, pixels_to_model
-from app.ui import placement
+from app.ui.approval.screens import to_logical
 from app.ui.bridge.host import ZOOM
-from app.ui.screens import to_logical
+from app.ui.common import placement
 
 KEEP_OUT = 90  # px around the target: the marker, the stale-check box, and room to see what is there
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from app.desktop.wayland.roundtrip import roundtrip
 from app.domain.errors import CaptureError
-from app.ui.activation import set_show_without_activating
+from app.ui.common.activation import set_show_without_activating
 
 log = logging.getLogger("deskhand.ui.hider")
 Reply = Callable[[list[int], float], None]

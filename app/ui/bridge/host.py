@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.agent.approval import Decision
-from app.agent.worker import AgentWorker, EngineFactory, local_engine
+from app.agent.worker import AgentWorker, EngineFactory, WrapModel, local_engine
 from app.domain import events as ev
 from app.domain.paths import Paths
 from app.domain.settings import Settings
@@ -105,9 +105,9 @@ class AgentHost(QObject):
     def busy(self) -> bool:
         return self.worker.busy
 
-    def start_task(self, task: str, settings: Settings, saved: Any = None) -> bool:
+    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> bool:
         self.start()
-        return self.worker.start_task(task, settings, saved)
+        return self.worker.start_task(task, settings, wrap_model)
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.worker.decide(step, decision)

@@ -30,13 +30,13 @@ from app.agent import recorder
 from app.domain.actions import action_from_tool_call, target_of
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
-from app.ui.background import Background
+from app.ui.common.background import Background
+from app.ui.common.icons import app_icon
+from app.ui.common.messages import escape
+from app.ui.common.screenshot_view import ScreenshotView
+from app.ui.common.status_area import StatusArea
 from app.ui.history.save_task import SaveTaskDialog
-from app.ui.icons import app_icon
-from app.ui.messages import escape
 from app.ui.run.step_list import DECISION_WORDS
-from app.ui.screenshot_view import ScreenshotView
-from app.ui.status_area import StatusArea
 
 STATUS_WORDS = {"answered": "done", "step_limit": "step limit", "running": "running", "stopped": "stopped",
                 "failed": "failed", "interrupted": "interrupted", "missed": "missed (scheduled)"}
@@ -78,8 +78,8 @@ class HistoryStore:
         return recorder.export_run(self._c(), self.paths.runs, run_id, dest)
 
     def save_task(self, run_id: int, name: str, values: dict[str, str]) -> Any:
-        from app.agent.task_save import save_run
-        from app.agent.task_store import TaskStore
+        from app.tasks.save import save_run
+        from app.tasks.store import TaskStore
 
         task = save_run(self.paths.database, self.paths.runs, run_id, name, values)
         TaskStore(self.paths.tasks).save(task)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 
-from app.ui.messages import escape
-from app.ui.status_area import StatusArea
+from app.ui.common.messages import escape
+from app.ui.common.status_area import StatusArea
 
 KEY = "queued"
 

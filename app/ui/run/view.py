@@ -11,9 +11,9 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QProgressBar, QPushButton
 
 from app.domain import events as ev
 from app.ui.bridge.host import Delivered
+from app.ui.common.screenshot_view import ScreenshotView
 from app.ui.run.step_list import StepDetail, StepList
 from app.ui.run.stream_text import readable
-from app.ui.screenshot_view import ScreenshotView
 
 
 class RunWidgets(Protocol):

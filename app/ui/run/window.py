@@ -24,16 +24,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.settings import Settings
-from app.ui import shortcuts
 from app.ui.bridge.host import Delivered
-from app.ui.icons import STATE_WORDS, app_icon
+from app.ui.common import shortcuts
+from app.ui.common.icons import STATE_WORDS, app_icon
+from app.ui.common.screenshot_view import ScreenshotView
+from app.ui.common.status_area import StatusArea
+from app.ui.common.text_line import TextLine
 from app.ui.run.saved_offers import SavedOffers
 from app.ui.run.step_list import StepList
 from app.ui.run.task_box import RecentButton, SavedTasksButton, TaskBox
 from app.ui.run.view import THOUGHT_PLACEHOLDER, RunView
-from app.ui.screenshot_view import ScreenshotView
-from app.ui.status_area import StatusArea
-from app.ui.text_line import TextLine
 
 STATE_DOTS = {"idle": "#9ca3af", "thinking": "#0ea5e9", "waiting": "#f59e0b", "acting": "#16a34a",
               "paused": "#6b7280"}

@@ -31,9 +31,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, hotkey_problems, validate
-from app.ui import shortcuts
-from app.ui.background import Background
-from app.ui.icons import app_icon
+from app.ui.common import shortcuts
+from app.ui.common.background import Background
+from app.ui.common.icons import app_icon
 from app.ui.settings.engine import EngineFields
 from app.ui.settings.hotkey_edit import HotkeyField
 

@@ -8,7 +8,7 @@ from PySide6.QtGui import QFocusEvent, QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QToolButton, QWidget
 
 from app.domain.hotkey_spec import hotkey_problem
-from app.ui.shortcuts import label, modifiers_label, spec_from_keys
+from app.ui.common.shortcuts import label, modifiers_label, spec_from_keys
 
 PROMPT = "Press the keys…"
 HELD: dict[int, Qt.KeyboardModifier] = {  # a modifier key's own press may not list itself as held yet

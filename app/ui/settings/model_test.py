@@ -50,8 +50,8 @@ from app.eval.trial.sample import (
     consent_text,
     run_sample,
 )
-from app.ui.background import Background
-from app.ui.icons import app_icon
+from app.ui.common.background import Background
+from app.ui.common.icons import app_icon
 
 log = logging.getLogger("deskhand.ui")
 NOTE, ERROR, GOOD = "color: #4b5563;", "color: #b91c1c;", "color: #166534;"

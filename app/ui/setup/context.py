@@ -20,7 +20,7 @@ from app.setup.catalog import Catalog, ModelEntry, Quantization, Recommendation
 from app.setup.flow import Checked
 from app.setup.gpu import GPUReport
 from app.setup.hub import hub_endpoint
-from app.ui.background import Background
+from app.ui.common.background import Background
 
 if TYPE_CHECKING:
     from app.eval.trial.lent import ModelOwner

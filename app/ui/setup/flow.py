@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QWidget
 
 from app.domain.paths import Paths
 from app.domain.settings import Settings
+from app.ui.common.window_memory import WindowMemory
 from app.ui.run.window import MainWindow
-from app.ui.window_memory import WindowMemory
 
 if TYPE_CHECKING:
     from app.eval.trial.lent import ModelOwner

@@ -1,4 +1,4 @@
-"""The app's side of the link (app.domain.link.protocol) that `deskhand mcp` and scheduled runs talk to: a host's
+"""The app's side of the link (app.link.protocol) that `deskhand mcp` and scheduled runs talk to: a host's
 consent question shown in the app, a host's task run in the window as any task (each step shown, the approval
 dialog and the risk policy as always), its events streamed back, its cancel obeyed at once; a host's proposal
 asked of the model the agent worker holds (never a second copy); a scheduled run's step handed to the approval
@@ -23,12 +23,12 @@ from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ModelBusy
-from app.domain.link import protocol
-from app.domain.link.consent import ConsentStore, Grant
+from app.link import protocol
+from app.link.consent import ConsentStore, Grant
 from app.ui.agents.consent_dialog import ConsentDialog, answer_words
-from app.ui.background import Background
 from app.ui.bridge.host import Delivered
-from app.ui.messages import escape
+from app.ui.common.background import Background
+from app.ui.common.messages import escape
 from app.ui.shell.single_instance import InstanceServer, alive, finish, send
 
 if TYPE_CHECKING:

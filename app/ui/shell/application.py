@@ -12,25 +12,26 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from app.agent.worker import EngineFactory
 from app.domain import events as ev
-from app.domain.link.consent import ConsentStore
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, changed_in_dialog, save_settings
+from app.link.consent import ConsentStore
 from app.setup.engines import engine_configured, engine_from_settings
-from app.ui import shortcuts
 from app.ui.agents.hosts_page import HostsPage
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.approval.marker import TargetOverlay
-from app.ui.background import Background
 from app.ui.bridge.hider import WindowHider
 from app.ui.bridge.host import AgentHost
 from app.ui.bridge.responsiveness import keep_ui_responsive
-from app.ui.cycle_collector import collect_on_ui_thread
+from app.ui.common import shortcuts
+from app.ui.common.background import Background
+from app.ui.common.messages import OUTCOME_HEADS, ask, error_html, escape
+from app.ui.common.window_memory import WindowMemory
 from app.ui.history.window import HistoryStore, HistoryWindow
-from app.ui.messages import OUTCOME_HEADS, ask, error_html, escape
 from app.ui.run.task_queue import TaskQueue
 from app.ui.run.window import MainWindow
 from app.ui.settings.dialog import SettingsDialog
 from app.ui.setup.flow import SetupFlow
+from app.ui.shell.cycle_collector import collect_on_ui_thread
 from app.ui.shell.handed_steps import HandedSteps
 from app.ui.shell.hotkeys import GlobalHotkey
 from app.ui.shell.presenter import RunPresenter
@@ -38,7 +39,6 @@ from app.ui.shell.quick_task import QuickTaskBox
 from app.ui.shell.saved_tasks import SavedTasks
 from app.ui.shell.settings_watch import SettingsWatch
 from app.ui.shell.tray import Tray
-from app.ui.window_memory import WindowMemory
 
 log = logging.getLogger("deskhand.ui")
 NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window: closing it quits Deskhand. "

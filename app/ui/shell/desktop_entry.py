@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from app.domain.resources import resource_path
-from app.setup.self_command import launch_command
-from app.ui.icons import ICON_SIZES
+from app.link.self_command import launch_command
+from app.ui.common.icons import ICON_SIZES
 
 ENTRY = """[Desktop Entry]
 Type=Application

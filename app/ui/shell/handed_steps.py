@@ -1,6 +1,6 @@
 """Steps of a scheduled run (`deskhand task run --scheduled`, no window of its own) that wait for the person, asked
-here in an approval window as always: the run's `decide` request on the link (app.domain.link.protocol, the
-step as app/agent/scheduled/handover.py writes it), answered with the person's decision. The step is read on the
+here in an approval window as always: the run's `decide` request on the link (app.link.protocol, the
+step as app/tasks/schedule/handover.py writes it), answered with the person's decision. The step is read on the
 background thread, and shown once no step of this app acts (its window would take the keyboard from the window
 a step types into); one at a time, others waiting their turn. A step the run stopped waiting for (answered from
 the notification, stopped, past its wait, or the run gone) is withdrawn."""
@@ -15,12 +15,12 @@ from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QLocalSocket
 
 from app.agent.approval import Decision
-from app.agent.scheduled.handover import decision_json, step_from_json
 from app.domain.actions import AskUser
-from app.domain.link import protocol
+from app.link import protocol
+from app.tasks.schedule.handover import decision_json, step_from_json
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.bridge.host import Delivered, decode
-from app.ui.messages import error_html
+from app.ui.common.messages import error_html
 from app.ui.shell.single_instance import HeldWhileBusy, alive, finish, send
 
 log = logging.getLogger(__name__)

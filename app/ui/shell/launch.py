@@ -85,7 +85,7 @@ def launch(argv: Sequence[str]) -> int:
         print(f"deskhand: cannot create Deskhand's folders: {exc}\n→ Check the permissions of your home "
               "folder, or pass --base-dir.", file=sys.stderr)
         return 2
-    from app.ui.messages import close_logging, setup_logging
+    from app.ui.common.messages import close_logging, setup_logging
 
     log_path = setup_logging(paths.logs)
     with contextlib.suppress(OSError):
@@ -110,8 +110,8 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     from PySide6.QtWidgets import QApplication
 
     from app.domain.settings import load_settings
-    from app.ui.icons import app_icon
-    from app.ui.messages import CrashReporter
+    from app.ui.common.icons import app_icon
+    from app.ui.common.messages import CrashReporter
     from app.ui.shell.agent_link import AgentLink
     from app.ui.shell.application import Application
     from app.ui.shell.single_instance import InstanceServer, send_to_running, server_name

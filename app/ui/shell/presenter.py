@@ -13,11 +13,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.accessible import touches
-from app.ui import placement
 from app.ui.approval.dialog import ApprovalDialog
 from app.ui.approval.marker import TargetOverlay
 from app.ui.bridge.host import AgentHost, Delivered
-from app.ui.messages import OUTCOME_HEADS, error_html, escape, open_question, outcome_html
+from app.ui.common import placement
+from app.ui.common.messages import OUTCOME_HEADS, error_html, escape, open_question, outcome_html
 from app.ui.run.activity import PHASE_WORDS, RunActivity
 from app.ui.run.window import MainWindow
 from app.ui.shell.tray import Tray

@@ -8,7 +8,7 @@ from PySide6.QtCore import QEvent, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QCursor, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from app.ui.icons import app_icon
+from app.ui.common.icons import app_icon
 from app.ui.run.saved_offers import SavedOffers
 
 HINT = "Enter starts · Esc closes"

@@ -8,9 +8,10 @@ from typing import Any
 
 from PySide6.QtWidgets import QInputDialog, QLineEdit
 
-from app.agent.task_store import TaskStore
 from app.domain.errors import DeskhandError
-from app.ui.messages import error_html
+from app.tasks.replay import ReplayEngine
+from app.tasks.store import TaskStore
+from app.ui.common.messages import error_html
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,13 @@ class SavedTasks:
                     return
                 values[v.name] = text
         rendered = task.render(task.task, values)
-        if not app.host.start_task(rendered, app.settings, (task, values)):
+
+        def replay(model: Any) -> ReplayEngine:
+            engine = ReplayEngine(task, values, model)
+            engine.owns_model = False  # the worker keeps the model for the next run
+            return engine
+
+        if not app.host.start_task(rendered, app.settings, replay):
             return
         app.main.set_task(rendered)
         app.presenter.begin(app.settings.approval_policy == "auto_approve_safe")

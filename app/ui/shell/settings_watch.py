@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
 from app.domain.settings import Loaded, load_settings
-from app.ui.background import Background
+from app.ui.common.background import Background
 
 SETTLE_MS = 200  # a rename and a write arrive as several notices: read once they stop
 

@@ -1,7 +1,7 @@
 """One Deskhand per user: the first instance listens on a per-user local socket; a later launch hands its task
 (or just "show yourself") to it and exits; `deskhand stop` asks it to stop its run. JSON lines: {"cmd": "show"},
-{"cmd": "task", "task": "…"} or {"cmd": "stop"} (app.domain.instance). A request that carries a version ("v":
-the link, app.domain.link.protocol) keeps its connection: it goes to `linked` with the socket, unanswered here.
+{"cmd": "task", "task": "…"} or {"cmd": "stop"} (app.link.instance). A request that carries a version ("v":
+the link, app.link.protocol) keeps its connection: it goes to `linked` with the socket, unanswered here.
 
 The socket lives in a folder only this user can enter ($XDG_RUNTIME_DIR, else a 0700 folder of our own), and
 both ends check the other's uid where the platform tells it: another local user can neither receive a task
@@ -21,8 +21,8 @@ import shiboken6
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
-from app.domain.instance import peer_uid, private_dir, server_name
-from app.domain.link import protocol
+from app.link import protocol
+from app.link.instance import peer_uid, private_dir, server_name
 
 __all__ = ["InstanceServer", "alive", "finish", "private_dir", "send", "send_to_running", "server_name"]
 

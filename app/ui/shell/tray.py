@@ -9,8 +9,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from app.ui import shortcuts
-from app.ui.icons import STATE_WORDS, state_icon
+from app.ui.common import shortcuts
+from app.ui.common.icons import STATE_WORDS, state_icon
 
 
 class Tray(QObject):
