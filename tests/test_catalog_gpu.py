@@ -52,34 +52,35 @@ def on_path(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------------------------ catalog
 def test_builtin_catalog_is_valid_and_honest():
+    """Entries name repositories; files, sizes, checksums, commits and licences are read from the hub when chosen
+    (test_hub_listing.py, test_setup_cmd.py), so the catalog states none of them."""
     cat = load_catalog()
     assert cat.default == "holo31-4b"
     for e in cat.models:
+        assert e.repo and re.fullmatch(r"[\w.-]+/[\w.-]+", e.repo) and e.kind in ("gguf", "checkpoint"), e.name
+        assert e.family and e.profile in ("holo31", "holo4", "holotron-12b", "holotron4"), e.name
         files = [q.file for q in e.quantizations] + [e.mmproj]
         for f in files:
-            assert f.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", f.sha256)
-            assert f.sha256 is None or f.size, "a published checksum comes with its published size"
-            assert f.provenance, f"{f.filename}: say where the values come from"
-            assert f.repo is None or re.fullmatch(r"[\w.-]+/[\w.-]+", f.repo)
+            assert f.sha256 is None and f.size is None and not f.resolved, f"{e.name}: read from the hub, not written"
+            assert f.approx_size and f.provenance, f"{e.name} {f.filename}: an estimate and where it comes from"
+            assert f.repo == (e.repo if e.kind == "gguf" else None)
         sizes = [q.file.planning_size or 0 for q in e.quantizations]
         assert sizes == sorted(sizes)
     holo = [e for e in cat.models if e.profile == "holo31"]
     assert [e.name for e in holo] == ["holo31-0.8b", "holo31-4b", "holo31-9b", "holo31-35b-a3b"]
-    for e in holo:
-        assert e.recommend and all(e.downloadable(q) for q in e.quantizations)
-        for f in [q.file for q in e.quantizations] + [e.mmproj]:
-            # nothing of these was readable from the hub here: no checksum, no exact size, no pinned commit
-            assert f.sha256 is None and f.size is None and f.revision == "main" and not f.pinned
-            assert f.approx_size and "not pinned" in e.how_to_get
-    assert cat.get("holo31-35b-a3b").mmproj.repo == "Hcompany/Holo-3.1-35B-A3B-GGUF"
-    # no Holotron GGUF is published: it is converted (issue 12), never downloaded or verified
-    holotron = cat.get("holotron-12b")
-    assert holotron.convert_command == "deskhand model convert holotron-12b" and not holotron.recommend
-    assert not any(holotron.downloadable(q) for q in holotron.quantizations)
-    assert all(not f.verified for f in [q.file for q in holotron.quantizations] + [holotron.mmproj])
-    assert "deskhand model convert --from DIR" in holotron.how_to_get and "Get Holotron-12B…" in holotron.how_to_get
+    assert all(e.recommend and all(e.downloadable(q) for q in e.quantizations) for e in holo)
+    assert [e.name for e in cat.models if e.family in ("Holo4", "Holotron4")] == [
+        "holo4-35b-a3b", "holo4-27b", "holotron4-30b-a3b", "holotron4-30b-a3b-community"]
+    # no Holotron GGUF is published by H Company: they are converted (issue 12), never downloaded
+    for name in ("holotron-12b", "holotron4-30b-a3b"):
+        holotron = cat.get(name)
+        assert holotron.kind == "checkpoint" and holotron.convert_command == f"deskhand model convert {name}"
+        assert not any(holotron.downloadable(q) for q in holotron.quantizations)
+    assert "deskhand model convert --from DIR" in cat.get("holotron-12b").how_to_get
+    community = cat.get("holotron4-30b-a3b-community")
+    assert community.publisher == "abenzerps" and community.community and not community.recommend
     base = cat.get("nemotron-nano-12b-v2-vl")
-    assert base.mmproj.pinned and base.mmproj.verified and not base.recommend
+    assert base.revision == "2b87641797d12e8a316ab509c7752887a6d2660a" and base.mmproj.pinned and not base.recommend
 
 
 def test_user_catalog_adds_and_replaces_entries(tmp_path):

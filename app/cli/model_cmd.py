@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--revision", help="branch, tag or commit to convert (default: the known commit, else main)")
     c.add_argument("--quant", choices=list(FTYPES), help="quantization of the text model (default: what fits the GPU)")
     c.add_argument("--yes", action="store_true", help="agree to install the conversion tools (≈ 1.3 GB) if missing")
+    c.add_argument("--accept-licence", "--accept-license", dest="accept_licence", action="store_true",
+                   help="acknowledge the checkpoint's licence (asked for non-commercial licences and licences "
+                        "Deskhand cannot classify)")
     keep = c.add_mutually_exclusive_group()
     keep.add_argument("--delete-intermediates", action="store_true", help="delete the BF16 file and checkpoint after")
     keep.add_argument("--keep-intermediates", action="store_true", help="keep them (default without a terminal)")
@@ -105,11 +108,11 @@ def _request(args: argparse.Namespace) -> tuple[ConvertRequest, GPUReport]:
         name = args.name or "holotron-12b"
         title = next((t for _, (_, n, t) in SOURCES.items() if n == name), folder.name)
         return ConvertRequest(folder=folder, quant=quant, name=name, title=title, stem=title, profile=args.profile,
-                              accept_tools=args.yes), gpu
+                              accept_tools=args.yes, accept_licence=args.accept_licence), gpu
     repo = args.repo or next((r for r, (_, n, _) in SOURCES.items() if n == args.name), DEFAULT_REPO)
     rev, name, title = SOURCES.get(repo, ("main", repo.split("/")[-1].lower(), repo.split("/")[-1]))
     return ConvertRequest(repo=repo, revision=args.revision or rev, quant=quant, name=name, title=title, stem=title,
-                          profile=args.profile, accept_tools=args.yes), gpu
+                          profile=args.profile, accept_tools=args.yes, accept_licence=args.accept_licence), gpu
 
 
 def _ask(question: str) -> bool:

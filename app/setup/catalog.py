@@ -1,8 +1,10 @@
 """The model catalog (`resources/models/catalog.json`, plus the user's `models.json`) and what fits in a GPU.
 
-Published values only: a file's `size` and `sha256` are what its publisher states, or None; its `revision` is a
-pinned commit where one is known, else a branch. `approx_size` is an estimate for memory planning and never used to
-verify anything. Files live in Hugging Face repositories and are downloaded through huggingface_hub (download.py).
+An entry names a Hugging Face repository (`repo`, `revision`), the model's role (`kind`: GGUF files to download, or a
+checkpoint to convert), family and profile. Its files, their sizes and SHA-256 and the commit are not written here:
+they are read from the hub when a person chooses the entry (hub_listing.py, resolve.py), so that every file is pinned
+to one commit and verified. A quantization or the mmproj may name its file (a hint that resolution checks against the
+repository); `approx_size` is an estimate for planning before the hub is read, never used to verify anything.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import DeskhandError
 from app.domain.resources import resource_path
+
+if TYPE_CHECKING:
+    from app.setup.hub_listing import Licence
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -48,7 +53,7 @@ class CatalogError(DeskhandError):
 
 @dataclass(frozen=True)
 class CatalogFile:
-    filename: str  # its path in the repository
+    filename: str  # its path in the repository ("" until resolve.py reads the repository)
     repo: str | None  # "owner/name" on the hub; None: no download address
     revision: str  # a commit (pinned) or a branch such as "main" (what the branch holds when downloaded)
     size: int | None  # published size in bytes
@@ -68,6 +73,11 @@ class CatalogFile:
     @property
     def downloadable(self) -> bool:
         return self.repo is not None
+
+    @property
+    def resolved(self) -> bool:
+        """Named, pinned to a commit and with the size and SHA-256 the hub publishes: ready to download."""
+        return bool(self.filename) and self.pinned and self.size is not None and self.sha256 is not None
 
     @property
     def local_name(self) -> str:
@@ -105,6 +115,13 @@ class ModelEntry:
     memory: MemoryShape = HOLOTRON_MEMORY
     convert_command: str = ""  # set when the files are made from the original checkpoint, not downloaded
     recommend: bool = False  # a candidate when the setup recommends a model by GPU memory
+    repo: str | None = None  # the repository its files come from (a checkpoint's, for `kind` "checkpoint")
+    revision: str = "main"  # what is read from it: resolved to the commit it names when the entry is chosen
+    kind: str = "gguf"  # "gguf": files to download; "checkpoint": a checkpoint to convert
+    publisher: str = ""  # a community conversion's publisher ("" for the model's makers)
+    family: str = ""  # what users read: "Holo4", "Holotron4" (the profile's family)
+    terms: Licence | None = None  # the licence read from the hub (resolve.py); None until then
+    source_line: str = ""  # where the resolved files were read from: "repo @ commit (read from the hub)"
 
     def quant(self, name: str | None = None) -> Quantization:
         if name is None:
@@ -116,7 +133,15 @@ class ModelEntry:
                             f"Choose one of {', '.join(q.name for q in self.quantizations)}.")
 
     def downloadable(self, quant: Quantization) -> bool:
-        return quant.file.downloadable and self.mmproj.downloadable
+        return self.kind == "gguf" and quant.file.downloadable and self.mmproj.downloadable
+
+    @property
+    def resolved(self) -> bool:
+        return self.terms is not None
+
+    @property
+    def community(self) -> bool:
+        return bool(self.publisher)
 
     def files(self, quant: Quantization) -> tuple[CatalogFile, CatalogFile]:
         return quant.file, self.mmproj
@@ -178,9 +203,17 @@ def _hub_address(d: dict[str, Any], filename: str, where: str) -> tuple[str | No
     return repo, revision, filename
 
 
-def _file(d: Any, where: str) -> CatalogFile:
+def _file(d: Any, where: str, repo: str | None = None, revision: str = "main") -> CatalogFile:
+    """A file spec; in an entry with a `repo` it may leave out its name (read from the repository when chosen)."""
+    if d is None and repo is not None:
+        d = {}
     if not isinstance(d, dict):
         raise CatalogError(f"The model catalog is malformed: {where} is not an object.", "Fix the catalog file.")
+    if repo is not None:
+        d = {"repo": repo, "revision": revision, **d}
+        if not d.get("filename"):
+            return CatalogFile("", repo, str(d["revision"]), None, None, _opt_int(d, "approx_size", where),
+                               str(d.get("provenance", "")))
     filename = _req(d, "filename", str, where)
     repo, revision, filename = _hub_address(d, filename, where)
     parts = filename.split("/")
@@ -218,7 +251,20 @@ def _entry(d: Any) -> ModelEntry:
         raise CatalogError(f"The model catalog is malformed: “{name}” is not a valid entry name (a-z, 0-9, .-_).",
                            "Fix the catalog file.")
     where = f"entry “{name}”"
-    lic = _req(d, "license", dict, where)
+    lic = d.get("license") or {"name": "read from the model card when chosen", "url": ""}
+    if not isinstance(lic, dict):
+        raise CatalogError(f"The model catalog is malformed: {where} “license” is not an object.",
+                           "Fix the catalog file.")
+    repo = d.get("repo")
+    if repo is not None and not (isinstance(repo, str) and _REPO.fullmatch(repo)):
+        raise CatalogError(f"The model catalog is malformed: {where} “repo” must be “owner/name”.",
+                           "Fix the catalog file.")
+    revision = str(d.get("revision") or "main")
+    kind = str(d.get("kind", "gguf"))
+    if kind not in ("gguf", "checkpoint"):
+        raise CatalogError(f"The model catalog is malformed: {where} “kind” must be “gguf” or “checkpoint”.",
+                           "Fix the catalog file.")
+    file_repo = repo if kind == "gguf" else None  # a checkpoint's outputs are made here, not downloaded
     quants = _req(d, "quantizations", list, where)
     if not quants:
         raise CatalogError(f"The model catalog is malformed: {where} lists no quantization.", "Fix the catalog file.")
@@ -228,16 +274,22 @@ def _entry(d: Any) -> ModelEntry:
             raise CatalogError(f"The model catalog is malformed: {where} has a quantization that is not an object.",
                                "Fix the catalog file.")
         qname = _req(q, "name", str, where)
-        qs.append(Quantization(qname, _file(q.get("file"), f"{where} {qname}")))
+        qs.append(Quantization(qname, _file(q.get("file"), f"{where} {qname}", file_repo, revision)))
     qs.sort(key=lambda q: q.file.planning_size or 0)
+    mmproj = _file(d.get("mmproj"), f"{where} mmproj", file_repo, revision)
+    addresses = {(f.repo, f.revision) for f in [*(q.file for q in qs), mmproj]}
+    if repo is None and kind == "gguf" and len(addresses) == 1 and None not in next(iter(addresses)):
+        repo, revision = next(iter(addresses))  # files that all name one repository: it is the entry's
     return ModelEntry(
         name=name, title=_req(d, "title", str, where), description=str(d.get("description", "")),
         profile=str(d.get("profile", "auto")), source_model=str(d.get("source_model", "")),
-        license=License(_req(lic, "name", str, where + " license"), _req(lic, "url", str, where + " license"),
+        license=License(_req(lic, "name", str, where + " license"), str(lic.get("url", "")),
                         str(lic.get("source", ""))),
-        quantizations=tuple(qs), mmproj=_file(d.get("mmproj"), f"{where} mmproj"),
+        quantizations=tuple(qs), mmproj=mmproj,
         how_to_get=str(d.get("how_to_get", "")), memory=_memory(d.get("memory"), where),
-        convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)))
+        convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)),
+        repo=repo, revision=revision, kind=kind, publisher=str(d.get("publisher", "")),
+        family=str(d.get("family", "")))
 
 
 def _read(path: Path) -> dict[str, Any]:

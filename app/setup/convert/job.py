@@ -25,6 +25,7 @@ from app.domain.cancel import CancelToken
 from app.domain.paths import Paths
 from app.domain.settings import Settings, load_settings
 from app.domain.units import human_bytes
+from app.setup.catalog import CatalogFile
 from app.setup.convert.checkpoint import Checkpoint, check_architecture, inspect_checkpoint, stage
 from app.setup.convert.checkpoint_fetch import RemoteCheckpoint, fetch_checkpoint, list_checkpoint
 from app.setup.convert.finish import fix_normalisation, register, verify_pair
@@ -57,6 +58,7 @@ class ConvertRequest:
     stem: str = "Holotron-12B"  # file names
     profile: str = "auto"  # the profile the verification proposal uses
     accept_tools: bool = False  # the user agreed to the tools download
+    accept_licence: bool = False  # the user acknowledged a non-commercial (or unclassifiable) licence
 
 
 @dataclass(frozen=True)
@@ -187,12 +189,32 @@ class ConvertJob:
         assert self.req.repo is not None
         self.step("download", None, f"looking up {self.req.repo} @ {self.req.revision}")
         remote = list_checkpoint(self._downloader(), self.req.repo, self.req.revision)
+        self._licence(remote)
         left = remote.size - remote.cached_bytes(self._downloader())
         need = DiskNeed(max(0, left), output_bytes(remote.weight_bytes, self.req.quant))
         self.say(f"{remote.repo} at commit {remote.commit}: {len(remote.files)} files, {human_bytes(remote.size)}; "
                  f"needs {need.describe()}")
         check_disk(need, self.layout.folder, self._downloader().cache)
         return remote
+
+    def _licence(self, remote: RemoteCheckpoint) -> None:
+        """The checkpoint's licence, said before anything is downloaded; one that needs an acknowledgement (a
+        non-commercial licence, or one Deskhand cannot classify) must have it."""
+        from app.setup.catalog import License, ModelEntry, Quantization
+        from app.setup.licence_consent import needs_consent, record_consent, refuse_without_consent
+
+        self.say(f"Licence of {remote.repo}: {remote.licence.describe()}")
+        blank = CatalogFile("", None, "main", None, None)
+        entry = ModelEntry(self.req.name, self.req.title, "", self.req.profile, remote.repo,
+                           License(remote.licence.name, remote.licence.link), (Quantization(self.req.quant, blank),),
+                           blank, repo=remote.repo, kind="checkpoint", terms=remote.licence)
+        if not needs_consent(self.paths, entry):
+            return
+        if not self.req.accept_licence:
+            refuse_without_consent(self.paths, entry, "acknowledge it in the setup window, or run the conversion "
+                                   "again with --accept-licence")
+        record_consent(self.paths, entry)
+        self.say("Licence acknowledged (remembered for this model and licence).")
 
     def _download(self, remote: RemoteCheckpoint, only: tuple[str, ...] = ()) -> Path:
         total = sum(f.size or 0 for f in remote.files if not only or f.name in only) or 1
