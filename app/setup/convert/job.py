@@ -59,6 +59,7 @@ class ConvertRequest:
     profile: str = "auto"  # the profile the verification proposal uses
     accept_tools: bool = False  # the user agreed to the tools download
     accept_licence: bool = False  # the user acknowledged a non-commercial (or unclassifiable) licence
+    vision_only: bool = True  # an Omni checkpoint's projector without its audio encoder (screenshots never use it)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ class ConvertJob:
         if not mm_work.is_file():
             self._timed("mmproj", lambda: self._convert(staged, mm_work, mmproj=True, ck=ck))
         fixed = self._normalise(mm_work, ck)
+        if ck.audio and self.req.vision_only:
+            self._vision_only(mm_work)
         if not text_work.is_file():
             self._timed("quantize", lambda: self._quantize(lay.bf16, text_work))
         _, check = self._timed("verify", lambda: self._verify(text_work, mm_work))
@@ -289,6 +292,26 @@ class ConvertJob:
             self.say(f"Image normalisation matches the checkpoint ({ck.stats_source})")
         self.step("normalise", 1.0, "corrected" if fixed else "matches the checkpoint")
         return fixed
+
+    def _vision_only(self, mmproj: Path) -> None:
+        """The projector without the audio encoder of an Omni checkpoint: the keys and tensors only audio uses are
+        left out of a copy; mtmd loads the vision encoder alone (a screenshot never goes through the audio one)."""
+        from app.engine.gguf.edit import copy_without
+        from app.engine.gguf.header import read_gguf
+
+        info = read_gguf(mmproj, "vision projector")
+        if not info.get("clip.has_audio_encoder"):
+            return
+        vision_type = str(info.get("clip.vision.projector_type") or info.get("clip.projector_type") or "")
+
+        def audio(name: str) -> bool:
+            return name.startswith(("a.", "mm.a.", "clip.audio.")) or name in ("clip.has_audio_encoder",
+                                                                               "clip.vision.projector_type")
+
+        before = mmproj.stat().st_size
+        n, size = copy_without(mmproj, mmproj, audio, {"clip.projector_type": vision_type})
+        self.say(f"Vision-only projector: the audio encoder ({n} tensors, {human_bytes(size)}) left out "
+                 f"({human_bytes(before)} → {human_bytes(mmproj.stat().st_size)})")
 
     def _quantize(self, src: Path, out: Path) -> None:
         def report(p: QuantizeProgress) -> None:

@@ -20,6 +20,7 @@ SOURCES: dict[str, tuple[str, str, str]] = {  # repo -> (revision, entry name, t
     "Hcompany/Holotron-12B": ("main", "holotron-12b", "Holotron-12B"),
     "nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16": ("5d250e2e111dc5e1434131bdf3d590c27a878ade",
                                                    "nemotron-nano-12b-v2-vl", "Nemotron-Nano-12B-v2-VL"),
+    "Hcompany/Holotron4-30B-A3B": ("main", "holotron4-30b-a3b", "Holotron4-30B-A3B"),
 }
 DEFAULT_REPO = "Hcompany/Holotron-12B"
 TEXT_SHARE = 0.935  # of the checkpoint's weights: the language model (12.31 of 13.2 B parameters)
