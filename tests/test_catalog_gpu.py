@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -154,12 +155,58 @@ def test_holotron_quantization_for_a_vram_size(vram_gib, quant, context, layers)
 @pytest.mark.parametrize(("vram_gib", "entry", "quant"), [
     (None, "holo31-0.8b", "Q6_K"),  # the CPU: the smallest model answers soonest
     (2, "holo31-0.8b", "Q6_K"), (4, "holo31-0.8b", "Q6_K"), (6, "holo31-4b", "Q4_K_M"), (7, "holo31-4b", "Q4_K_M"),
-    (8, "holo31-4b", "Q8_0"), (10, "holo31-9b", "Q4_K_M"), (12, "holo31-9b", "Q6_K"), (24, "holo31-35b-a3b", "Q4_K_M"),
+    (8, "holo31-4b", "Q8_0"), (10, "holo31-9b", "Q4_K_M"), (12, "holo31-9b", "Q6_K"),
+    (24, "holo4-35b-a3b", "Q4_K_M"), (80, "holo4-35b-a3b", "Q4_K_M"),  # enough for a 30B-A3B: the current generation
 ])
-def test_the_setup_recommends_holo31_by_gpu_memory(vram_gib, entry, quant):
-    rec = recommend_model(load_catalog(), None if vram_gib is None else int(vram_gib * GiB))
+def test_the_setup_recommends_by_gpu_memory_across_families(vram_gib, entry, quant):
+    rec = recommend_model(load_catalog(), None if vram_gib is None else int(vram_gib * GiB), figures=())
     assert (rec.entry.name, rec.quant.name) == (entry, quant) and rec.fit is not None
     assert ("CPU" in rec.describe()) == (vram_gib is None)
+    if vram_gib and vram_gib >= 24:
+        text = rec.describe()
+        assert "the newest generation that fits (2026-09; files published ready to use)" in text
+        assert "Also fits, under a non-commercial licence: Holo4-27B" in text  # named, never the default
+
+
+def test_measured_step_times_on_this_kind_of_gpu_choose_within_the_newest_generation(tmp_path):
+    """Figures for both current-generation shapes on an H100 (as the GPU runs commit them): the faster one is
+    recommended on an H100 of another make, and says so; on an H200, unmeasured, the published GGUF stays first."""
+    from app.setup.step_figures import StepFigure, load_figures
+
+    figs = (StepFigure("Holotron4-30B-A3B", "NVIDIA H100 80GB HBM3", 0.41, 20, "2026-12-09 10:00 UTC", "a.json"),
+            StepFigure("Holo4-35B-A3B", "NVIDIA H100 80GB HBM3", 0.55, 20, "2026-12-09 10:00 UTC", "b.json"),
+            StepFigure("Holo4-35B-A3B", "NVIDIA H100 80GB HBM3", 0.90, 20, "2026-12-01 10:00 UTC", "old.json"))
+    rec = recommend_model(load_catalog(), 78 * GiB, gpu_name="NVIDIA H100 PCIe", figures=figs)
+    assert (rec.entry.name, rec.quant.name) == ("holotron4-30b-a3b", "Q8_0")
+    assert "the fastest step measured on this kind of GPU among them" in rec.describe()
+    assert "A step takes about 0.41 s on NVIDIA H100 80GB HBM3" in rec.describe()
+    h200 = recommend_model(load_catalog(), 139 * GiB, gpu_name="NVIDIA H200", figures=figs)
+    assert h200.entry.name == "holo4-35b-a3b" and "No step time of its shape has been measured on NVIDIA H200" in \
+        h200.describe()
+    path = tmp_path / "figures.json"
+    path.write_text(json.dumps({"figures": [f.__dict__ for f in figs]}))
+    assert load_figures(path) == figs and load_figures(tmp_path / "none.json") == ()
+
+
+def test_the_committed_step_figures_come_from_the_results():
+    """resources/models/step_figures.json is what benchmarks/step_figures.py makes of benchmarks/results/."""
+    from app.setup.step_figures import load_figures
+    from benchmarks.step_figures import collect
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    assert [f.__dict__ for f in load_figures()] == collect(results)
+
+
+def test_memory_shape_of_a_nemotron_h_moe_header_matches_the_holotron4_entry(tmp_path):
+    from tests.fixtures import gguf_models as gm
+
+    pair = gm.write_skeleton(tmp_path, gm.HOLOTRON4_30B)
+    from app.engine.gguf.header import read_gguf
+
+    shape = memory_shape_of(read_gguf(pair.text).metadata)
+    assert shape == load_catalog().get("holotron4-30b-a3b").memory  # 6 KiB/token, 23 Mamba2 states, 52 layers
+    twelve = memory_shape_of(read_gguf(gm.write_skeleton(tmp_path / "12b").text).metadata)
+    assert twelve.kv_bytes_per_token == 24 * 1024 and twelve.n_layers == 62
 
 
 def test_memory_shape_of_a_qwen35_header_and_the_catalog_agree():

@@ -126,6 +126,8 @@ def test_list_reads_files_checksums_commits_and_licences_from_the_hub(tmp_path, 
     sha_text = hashlib.sha256(holo4moe_pair.text.read_bytes()).hexdigest()
     size = human_bytes(holo4moe_pair.text.stat().st_size)
     assert "UNVERIFIED" not in out and "not pinned" not in out and "not read from the hub" not in out
+    assert out.startswith("GPU: No NVIDIA GPU found") and "Recommended here: Holo3.1-0.8B (H Company), Q6_K" in out
+    assert "Without a GPU the smallest model answers soonest." in out
     assert (f"  Q4_K_M  Holo4-35B-A3B-Q4_K_M.gguf: {size}, sha256 {sha_text[:12]}…, Hcompany/Holo4-35B-A3B-GGUF @ "
             f"{commits['holo4-35b-a3b'][:12]}") in out
     assert f"files: Hcompany/Holo4-35B-A3B-GGUF @ {commits['holo4-35b-a3b'][:12]} (read from the hub)" in out

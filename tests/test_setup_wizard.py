@@ -118,9 +118,11 @@ def test_gpu_page_with_a_gpu_and_a_cpu_build_shows_the_rebuild_command(make_wiza
     assert "NVIDIA RTX A6000 with 48.0 GiB of memory" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
     assert "installed without support for graphics cards" in page.build_label.text()
     assert "Suggested model (once graphics card support is installed):" in page.recommend_label.text()
-    assert ("Holo3.1-35B-A3B (H Company, official GGUF), Q4_K_M. Fits on the GPU with a 32,768-token context"
+    assert ("Holo4-35B-A3B (H Company, official GGUF), Q4_K_M. Fits on the GPU with a 32,768-token context"
+            in page.recommend_label.text())  # 48 GiB: the current generation, and why
+    assert "the newest generation that fits" in page.recommend_label.text()
+    assert ("Next page: download the Q4_K_M text model + vision projector of Hcompany/Holo4-35B-A3B-GGUF, ≈ 20.4 GiB"
             in page.recommend_label.text())
-    assert "Next page: download q4_k_m.gguf + mmproj.f16.gguf, ≈ 20.7 GiB" in page.recommend_label.text()
     assert not page.rebuild_row.isHidden()
     assert page.rebuild_edit.text().endswith('CMAKE_ARGS="-DGGML_CUDA=on" bash installers/source/install.sh --cuda')
     page.copy_button.click()

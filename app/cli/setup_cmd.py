@@ -103,7 +103,7 @@ def _gpu_lines(gpu: GPUReport) -> list[str]:
 def _overview(paths: Paths, catalog: Catalog, gpu: GPUReport) -> int:
     for line in _gpu_lines(gpu):
         print(line)
-    rec = recommend_model(catalog, gpu.budget)
+    rec = recommend_model(catalog, gpu.budget, gpu_name=gpu.best.name if gpu.best else None)
     print(f"Recommended: {rec.describe()}")
     entry = rec.entry
     print(f"It downloads {what_it_downloads(entry, rec.quant)} into {download_folder()}.")
@@ -142,6 +142,10 @@ def _listed(paths: Paths, entry: ModelEntry, downloader: Downloader) -> tuple[Mo
 
 
 def _list(paths: Paths, catalog: Catalog) -> int:
+    gpu = gpu_report()
+    rec = recommend_model(catalog, gpu.budget, gpu_name=gpu.best.name if gpu.best else None)
+    print(f"GPU: {gpu.device_line()}")
+    print(f"Recommended here: {rec.describe()}\n")
     downloader = downloader_for()
     for e in catalog.models:
         e, listing, problem = _listed(paths, e, downloader)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import DeskhandError
 from app.domain.resources import resource_path
+from app.setup.step_figures import StepFigure, step_time
 
 if TYPE_CHECKING:
     from app.setup.hub_listing import Licence
@@ -122,6 +123,9 @@ class ModelEntry:
     family: str = ""  # what users read: "Holo4", "Holotron4" (the profile's family)
     terms: Licence | None = None  # the licence read from the hub (resolve.py); None until then
     source_line: str = ""  # where the resolved files were read from: "repo @ commit (read from the hub)"
+    generation: str = ""  # when its makers released it ("2026-09"): the recommendation prefers the newest
+    step_shape: str = ""  # the random-weight shape whose measured step times stand for it (step_figures.py)
+    noncommercial: bool = False  # reported non-commercial (before the hub's card is read): never the default pick
 
     def quant(self, name: str | None = None) -> Quantization:
         if name is None:
@@ -289,7 +293,8 @@ def _entry(d: Any) -> ModelEntry:
         how_to_get=str(d.get("how_to_get", "")), memory=_memory(d.get("memory"), where),
         convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)),
         repo=repo, revision=revision, kind=kind, publisher=str(d.get("publisher", "")),
-        family=str(d.get("family", "")))
+        family=str(d.get("family", "")), generation=str(d.get("generation", "")),
+        step_shape=str(d.get("step_shape", "")), noncommercial=bool(lic.get("noncommercial", False)))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -376,10 +381,12 @@ class Recommendation:
     entry: ModelEntry
     quant: Quantization
     fit: Fit | None  # None when the sizes are unknown
+    reasons: tuple[str, ...] = ()  # why this one (recommend_model): generation, step time measured here, licence
 
     def describe(self) -> str:
         head = f"{self.entry.title}, {self.quant.name}"
-        return f"{head}: {self.fit.describe()}" if self.fit else f"{head}: its size is not published."
+        text = f"{head}: {self.fit.describe()}" if self.fit else f"{head}: its size is not published."
+        return text + (" " + " ".join(self.reasons) if self.reasons else "")
 
 
 def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
@@ -399,25 +406,67 @@ def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
     return Recommendation(entry, q, f)
 
 
-def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384) -> Recommendation:
-    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU): the largest candidate model
-    (catalog order) that fits entirely with at least `min_context` tokens, at its longest context, then its largest
-    quantization; else the smallest file (on a CPU or a small GPU the smallest model answers soonest)."""
-    options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations
-               if e.downloadable(q) and q.file.planning_size and e.mmproj.planning_size]
+def _obtainable(e: ModelEntry, q: Quantization) -> bool:
+    """Files Deskhand can download, or make from the model's checkpoint."""
+    return (e.downloadable(q) or (e.kind == "checkpoint" and bool(e.convert_command))) \
+        and bool(q.file.planning_size) and bool(e.mmproj.planning_size)
+
+
+def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384, gpu_name: str | None = None,
+                    figures: tuple[StepFigure, ...] | None = None) -> Recommendation:
+    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU) across every family, and why.
+
+    Among the candidates (`recommend`) that fit entirely with at least `min_context` tokens: a licence that allows
+    commercial use (a model reported non-commercial is never the default), then the newest generation, then within
+    it the fastest step measured on this kind of GPU when every candidate was measured there (step_figures.py), else
+    published files before a conversion, then the larger model (the more accurate of a family); at its longest
+    context and largest quantization. When nothing fits: the smallest file (on a CPU or a small GPU the smallest
+    model answers soonest)."""
+    if figures is None:
+        from app.setup.step_figures import load_figures
+
+        figures = load_figures()
+    options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations if _obtainable(e, q)]
     if not options:
         return recommend(catalog.default_entry, budget)
-    order = {e.name: i for i, e in enumerate(catalog.models)}
-    fitting = []
-    for e, q in options:
+    fitting: dict[str, tuple[ModelEntry, Recommendation]] = {}
+    for e, _ in options:
+        rec = recommend(e, budget)
+        if rec.fit is not None and rec.fit.fits and rec.fit.context_size >= min_context:
+            fitting[e.name] = (e, rec)
+    if not fitting:
+        e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
         fit = plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory)
-        if fit.fits and fit.context_size >= min_context:
-            fitting.append((e, q, fit))
-    if fitting:
-        e, q, fit = max(fitting, key=lambda x: (order[x[0].name], x[2].context_size, x[1].file.planning_size or 0))
-        return Recommendation(e, q, fit)
-    e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
-    return Recommendation(e, q, plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory))
+        why = ("Nothing larger fits entirely on this GPU; the smallest model answers soonest." if budget is not None
+               else "Without a GPU the smallest model answers soonest.")
+        return Recommendation(e, q, fit, (why,))
+    entries = [e for e, _ in fitting.values()]
+    commercial = [e for e in entries if not e.noncommercial] or entries
+    newest = max(e.generation for e in commercial)
+    group = [e for e in commercial if e.generation == newest]
+    times = {e.name: step_time(figures, e.step_shape, gpu_name) for e in group}
+    order = {e.name: i for i, e in enumerate(catalog.models)}
+    if len(group) > 1 and all(times.values()):
+        best = min(group, key=lambda e: times[e.name].auto_step_s)  # type: ignore[union-attr]
+        how = "the fastest step measured on this kind of GPU among them"
+    else:
+        best = max(group, key=lambda e: (e.kind == "gguf", max(q.file.planning_size or 0 for q in e.quantizations),
+                                         -order[e.name]))
+        how = "files published ready to use" if best.kind == "gguf" else "made from its checkpoint"
+    rec = fitting[best.name][1]
+    reasons = [f"Why: the newest generation that fits ({newest or 'undated'}; {how})."]
+    measured = times.get(best.name) or step_time(figures, best.step_shape, gpu_name)
+    if measured is not None:
+        reasons.append(f"A step takes about {measured.auto_step_s:.2f} s on {measured.gpu} (measured with random "
+                       f"weights of its shape, {measured.date[:10]}).")
+    elif gpu_name:
+        reasons.append(f"No step time of its shape has been measured on {gpu_name} yet.")
+    if len(commercial) < len(entries):
+        others = ", ".join(e.title for e in entries if e.noncommercial)
+        reasons.append(f"Also fits, under a non-commercial licence: {others}.")
+    lic = best.terms.describe() if best.terms is not None else best.license.name
+    reasons.append(f"Licence: {lic}.")
+    return Recommendation(rec.entry, rec.quant, rec.fit, tuple(reasons))
 
 
 def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
@@ -429,6 +478,8 @@ def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
         return int(max(v) if isinstance(v, list) and v else v or default)
 
     n = get("block_count")
+    if arch in ("nemotron_h", "nemotron_h_moe") and n:
+        return _nemotron_shape(meta, arch, n)
     if arch not in ("qwen35", "qwen35moe") or not n:
         return HOLOTRON_MEMORY
     full = n // max(get("full_attention_interval", 4), 1)
@@ -436,3 +487,19 @@ def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
     state, groups, inner = get("ssm.state_size"), get("ssm.group_count"), get("ssm.inner_size")
     conv = (get("ssm.conv_kernel", 4) - 1) * (2 * state * groups + inner)
     return MemoryShape(kv, (n - full) * (conv + state * inner) * 4, n)
+
+
+def _nemotron_shape(meta: dict[str, Any], arch: str, n: int) -> MemoryShape:
+    """Nemotron-H (Holotron-12B) and its mixture of experts (Holotron4): attention layers have KV heads, Mamba2
+    layers neither KV heads nor an FFN width; each Mamba2 layer keeps a conv window and a d_state × d_inner state."""
+    kv_heads = meta.get(f"{arch}.attention.head_count_kv", 0)
+    ffn = meta.get(f"{arch}.feed_forward_length", 0)
+    kv_heads = kv_heads if isinstance(kv_heads, list) else [kv_heads] * n
+    ffn = ffn if isinstance(ffn, list) else [ffn] * n
+    head = int(meta.get(f"{arch}.attention.key_length", 128) or 128)
+    kv = sum(int(h) * 2 * head * 2 for h in kv_heads if h)  # K and V, F16
+    mamba = sum(1 for h, f in zip(kv_heads, ffn, strict=False) if not h and not f)
+    inner, state = int(meta.get(f"{arch}.ssm.inner_size", 0) or 0), int(meta.get(f"{arch}.ssm.state_size", 0) or 0)
+    groups, conv = int(meta.get(f"{arch}.ssm.group_count", 0) or 0), int(meta.get(f"{arch}.ssm.conv_kernel", 4) or 4)
+    per_layer = (conv - 1) * (inner + 2 * groups * state) + state * inner
+    return MemoryShape(kv, mamba * per_layer * 4, n)
