@@ -235,6 +235,22 @@ def test_memory_shape_of_the_tiny_qwen35moe_header_counts_its_layers_kv_and_recu
         linear * (conv + t.linear_head_dim * t.value_dim) * 4, t.n_layer)
 
 
+def test_memory_shape_of_a_qwen35_header_with_a_multi_token_prediction_block(holo4_pair):
+    """Qwen3.8-based GGUFs (Holo4-27B's base) count a multi-token-prediction block in block_count: it is an
+    attention block after the trunk, so it adds to the KV cache and never to the Gated-DeltaNet state."""
+    from app.engine.gguf.model_pair import check_model_files
+    from tests.fixtures.qwen35_models import HOLO4_TINY
+
+    files = check_model_files(holo4_pair.text, holo4_pair.mmproj)
+    t = HOLO4_TINY.text
+    assert t.nextn_layers == 1 and files.text.metadata["qwen35.block_count"] == t.n_layer + 1
+    linear = sum(t.is_linear(i) for i in range(t.n_layer))
+    conv = (t.conv_kernel - 1) * (2 * t.key_dim + t.value_dim)
+    assert memory_shape_of(files.text.metadata) == MemoryShape(
+        (t.n_layer - linear + 1) * 2 * t.n_head_kv * t.head_dim * 2,
+        linear * (conv + t.linear_head_dim * t.value_dim) * 4, t.n_layer + 1)
+
+
 def test_without_a_gpu_the_recommendation_says_cpu():
     rec = recommend(load_catalog().get("holotron-12b"), None)
     assert rec.fit is not None and rec.fit.gpu_layers == 0 and "CPU" in rec.describe()

@@ -482,11 +482,13 @@ def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
         return _nemotron_shape(meta, arch, n)
     if arch not in ("qwen35", "qwen35moe") or not n:
         return HOLOTRON_MEMORY
-    full = n // max(get("full_attention_interval", 4), 1)
-    kv = full * 2 * get("attention.head_count_kv") * get("attention.key_length", 256) * 2
+    # Multi-token-prediction blocks (Qwen3.8 GGUFs carry one) follow the trunk: attention, never recurrent.
+    nextn = min(get("nextn_predict_layers"), n - 1)
+    full = (n - nextn) // max(get("full_attention_interval", 4), 1)
+    kv = (full + nextn) * 2 * get("attention.head_count_kv") * get("attention.key_length", 256) * 2
     state, groups, inner = get("ssm.state_size"), get("ssm.group_count"), get("ssm.inner_size")
     conv = (get("ssm.conv_kernel", 4) - 1) * (2 * state * groups + inner)
-    return MemoryShape(kv, (n - full) * (conv + state * inner) * 4, n)
+    return MemoryShape(kv, (n - nextn - full) * (conv + state * inner) * 4, n)
 
 
 def _nemotron_shape(meta: dict[str, Any], arch: str, n: int) -> MemoryShape:
