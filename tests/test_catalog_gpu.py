@@ -303,3 +303,17 @@ def test_report_budget_uses_the_largest_gpu_when_offload_works():
     assert report.best is not None and report.best.name == "NVIDIA RTX A6000"
     assert report.budget == (49140 - 1024) * 2**20 and not report.needs_cuda_build
     assert "has CUDA support" in report.device_line()
+
+
+def test_a_conversion_offers_holotron4_no_k_quant_and_takes_the_largest_that_fits():
+    """Holotron4's widths are no multiple of 256 (K-quants fall back to Q5_0/Q8_0 and measured worse:
+    benchmarks/results/quant-fidelity-*): its conversion offers the catalog's Q4_0/Q5_0/Q8_0 and takes the largest
+    whose files fit the GPU entirely; Holotron-12B keeps its K-quants."""
+    from app.setup.convert.plan import K_QUANTS, default_quant, quant_choices, recommended_quant
+
+    catalog = load_catalog()
+    h4, h12 = catalog.get("holotron4-30b-a3b"), catalog.get("holotron-12b")
+    assert quant_choices(h4) == ("Q4_0", "Q5_0", "Q8_0") and quant_choices(h12) == quant_choices(None) == K_QUANTS
+    assert [default_quant(h4, b) for b in (None, 16 * GiB, 24 * GiB, 48 * GiB)] == ["Q5_0", "Q4_0", "Q5_0", "Q8_0"]
+    assert default_quant(h12, 24 * GiB) == recommended_quant(24 * GiB) == "Q8_0"
+    assert default_quant(h12, None) == "Q4_K_M"

@@ -160,7 +160,7 @@ def test_holotron4_downloads_at_a_pinned_commit_converts_verifies_and_proposes(c
     """A tiny checkpoint in Holotron4-30B-A3B's layout (Nemotron 3 Nano Omni: MoE text model, RADIO vision and a
     Parakeet audio encoder) from a loopback hub: every file pinned to the listed commit and verified against its
     SHA-256, converted by llama.cpp's converter (nemotron_h_moe + nemotron_v2_vl/parakeet), the projector written
-    vision-only, quantized to Q5_0 (the catalog's default for this model), loaded, asked for one step; then used."""
+    vision-only, quantized to Q5_0, loaded, asked for one step; then used."""
     from tests.fixtures.hf_checkpoint import HOLOTRON4, checkpoint_files
     from tests.loopback_hub import LoopbackHub
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import default_paths
 from app.domain.units import human_bytes
-from app.setup.convert.plan import DEFAULT_REPO, SOURCES, recommended_quant
+from app.setup.convert.plan import DEFAULT_REPO, SOURCES, default_quant
 from app.setup.convert.quantize import FTYPES
 from app.setup.transfer import Paused
 
@@ -103,18 +103,15 @@ class _Lines:
 def _default_quant(name: str | None, budget: int | None) -> str:
     """The quantization that fits the GPU among the catalog entry's (Holotron4: Q4_0/Q5_0/Q8_0), Holotron-12B's
     otherwise."""
-    from app.setup.catalog import recommend
     from app.setup.flow import catalog_for
 
-    if name and name != "holotron-12b":
+    entry = None
+    if name:
         try:
             entry = catalog_for(default_paths()).get(name)
         except DeskhandError:
             entry = None
-        if entry is not None:
-            quant = recommend(entry, budget).quant.name
-            return "Q5_0" if quant == "Q4_0" and budget is None else quant  # no GPU: the faithful middle one
-    return recommended_quant(budget)
+    return default_quant(entry, budget)
 
 
 def _request(args: argparse.Namespace) -> tuple[ConvertRequest, GPUReport]:

@@ -199,7 +199,7 @@ def what_it_downloads(entry: ModelEntry, quant: Quantization) -> str:
 def not_downloadable(entry: ModelEntry) -> DeskhandError:
     if entry.convert_command:
         return DeskhandError(f"{entry.title} has no published GGUF files: Deskhand makes them from H Company's "
-                             "checkpoint.", f"Run `{entry.convert_command}` (or “Get Holotron-12B…” in the setup "
-                             "window).")
+                             "checkpoint.", f"Run `{entry.convert_command}` (or “Get {entry.title.split(' (')[0]}…” "
+                             "in the setup window).")
     return DeskhandError(f"{entry.title} cannot be downloaded by Deskhand: no download address is known.",
                          entry.how_to_get or "Choose model files you already have.")

@@ -531,6 +531,10 @@ class ChoosePage(QWizardPage):
     def go_convert(self) -> None:
         """To the conversion page (the wizard routes there while `want_convert`)."""
         self.want_convert = True
+        sel = self.selection()
+        convert = getattr(self.wizard(), "convert_page", None)
+        if sel is not None and convert is not None:
+            convert.choose(sel[0].name)
         self.wizard().next()
 
     def nextId(self) -> int:
