@@ -158,3 +158,35 @@ def test_propose_and_an_eval_grounding_run_through_the_remote_engine(base, serve
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert json.loads(captured.out)["engine"]["kind"] == "remote"
+
+
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("base", ["holotron4", "holo4"])
+def test_one_approved_agent_step_through_the_remote_engine(base, served, target, tmp_path):
+    """The agent loop with the remote engine: the server's answer (its tool call, read from the stream) proposed,
+    approved, performed (dry run) and recorded."""
+    from app.engine.remote.engine import RemoteEngine, RemoteEngineConfig
+
+    profile = _remote_profile(tmp_path, base)
+    data = json.loads(profile.read_text(encoding="utf-8"))
+    data["output"]["tools"] = [t for t in data["output"]["tools"] if t["tool_name"] == "click"]  # one to approve
+    profile.write_text(json.dumps(data), encoding="utf-8")
+    paths = default_paths(tmp_path / "home").ensure()
+    got: queue.Queue[ev.Event] = queue.Queue()
+    config = RemoteEngineConfig(url=served[base].url, profile=str(profile), max_tokens=300)
+    worker = AgentWorker(paths, got.put, engine_factory=lambda s: RemoteEngine(config), dry_run=True).start()
+    try:
+        assert worker.start_task("Open the settings", Settings(engine="remote", engine_url=served[base].url,
+                                                               step_limit=1))
+        e = _next(got, ev.StepProposed)
+        assert isinstance(e, ev.StepProposed) and e.step == 1 and e.needs_decision, e
+        assert worker.decide(1, Decision("approve"))
+        done = _next(got, ev.RunFinished)
+        assert isinstance(done, ev.RunFinished) and done.outcome == "step_limit", done
+        con = connect(paths.database)
+        steps = run_steps(con, list_runs(con)[0]["id"])
+        con.close()
+        assert [s["decision"] for s in steps] == ["approve"] and steps[0]["executed"]["dry_run"] is True
+        assert steps[0]["raw_output"].startswith("<tool_call>") and steps[0]["screenshot"]
+    finally:
+        worker.shutdown()

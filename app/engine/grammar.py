@@ -10,10 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from app.engine.profile import Profile
+from typing import Any
 
 CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 
@@ -126,13 +123,3 @@ def grammar_for_schema(schema: Mapping[str, Any]) -> str:
     """GBNF for a schema whose root is an object (which may hold `oneOf` unions of objects)."""
     b = GrammarBuilder()
     return b.render(b.value(schema, "answer"))
-
-
-def grammar_for_profile(profile: Profile) -> str:
-    """The answer's grammar for a profile: its JSON object, or exactly one native tool call of its tools
-    (tool_call.py; the embedded equivalent of a server's `tool_choice: "required"`)."""
-    if profile.tool_calls:
-        from app.engine.tool_call import grammar_for_tools
-
-        return grammar_for_tools(profile.output["tools"])
-    return grammar_for_schema(profile.output_schema())

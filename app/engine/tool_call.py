@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from app.domain.actions import action_from_tool_call
 from app.domain.errors import ActionError, ProposalError
-from app.engine.grammar import GrammarBuilder, int_range
+from app.engine.grammar import GrammarBuilder, grammar_for_schema, int_range
 
 OPEN, CLOSE = "<tool_call>\n<function=", "</function>\n</tool_call>"
 # one call: the last </function> closes it (a one-line value cannot hold "\n</function>", one-line text anything)
@@ -223,3 +223,24 @@ def validate_call(call: dict[str, Any], scale: int, answer: str) -> Any:
         return action_from_tool_call(call, scale)
     except ActionError as exc:
         raise ProposalError(exc.what, TODO, answer) from None
+
+
+class AnswerContract(Protocol):
+    """What of a profile (profile.py) its answer's grammar depends on; named here so that this module does not
+    import the profile, which renders tools with it."""
+
+    @property
+    def tool_calls(self) -> bool: ...
+
+    @property
+    def output(self) -> dict[str, Any]: ...
+
+    def output_schema(self) -> dict[str, Any]: ...
+
+
+def grammar_for_profile(profile: AnswerContract) -> str:
+    """The answer's grammar for a profile: its JSON object, or exactly one native tool call of its tools
+    (tool_call.py; the embedded equivalent of a server's `tool_choice: "required"`)."""
+    if profile.tool_calls:
+        return grammar_for_tools(profile.output["tools"])
+    return grammar_for_schema(profile.output_schema())

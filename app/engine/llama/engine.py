@@ -23,11 +23,11 @@ from app.engine.answer import parse_for_profile
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import resolve_profile
 from app.engine.gguf.model_pair import ModelFiles, check_model_files
-from app.engine.grammar import grammar_for_profile
 from app.engine.llama.forced_text import ForcedText
 from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
 from app.engine.prompt import Segment, build_prompt, image_tokens
 from app.engine.template_check import layout_drift
+from app.engine.tool_call import grammar_for_profile
 
 if TYPE_CHECKING:
     from app.engine.llama.sampling import GrammarSampler, Sampler

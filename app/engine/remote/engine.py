@@ -21,7 +21,6 @@ from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Pro
 from app.engine.answer import ParsedAnswer, parse_answer
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import profile_for_served_model
-from app.engine.grammar import grammar_for_profile
 from app.engine.profile import AUTO_PROFILE, DEFAULT_PROFILE, FALLBACK_PROFILE, Profile, load_profile
 from app.engine.remote.client import ClientOptions, ServerClient
 from app.engine.remote.endpoint import Endpoint, parse_endpoint
@@ -29,6 +28,7 @@ from app.engine.remote.errors import RemoteError
 from app.engine.remote.prompt import build_messages, data_url, screenshot_refs, with_images
 from app.engine.remote.request import GRAMMAR, request_body, sends_tools
 from app.engine.remote.server import NEITHER_TODO, ServerInfo, detect
+from app.engine.tool_call import grammar_for_profile
 
 log = logging.getLogger("deskhand.engine.remote")
 THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
