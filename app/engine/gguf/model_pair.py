@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.domain.errors import ModelFileError
-from app.engine.family import check_projector_family, check_text_family, profile_for_architecture
+from app.engine.family import check_projector_family, check_text_family, profile_for_model
 from app.engine.gguf.header import CLIP_MEAN, IMAGENET_MEAN, GGUFInfo, read_gguf
 from app.engine.profile import DynamicImageSpec, Profile, load_profile
 
@@ -83,7 +83,7 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
             "Choose the model's mmproj-*.gguf too; without it the model cannot see the screen.")
     mmproj = check_mmproj(mmproj_path)
     check_projector_family(text, mmproj, projector_of(mmproj))
-    name = profile_for_architecture(text.architecture) or ""
+    name = (profile.name if profile is not None else profile_for_model(text)) or ""
     profile = profile or load_profile(name)
     n_embd = int(text.get(f"{text.architecture}.embedding_length", 0))
     proj_dim = int(mmproj.get("clip.vision.projection_dim", 0))

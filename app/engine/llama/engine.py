@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
-from app.engine.answer import parse_answer
+from app.engine.answer import parse_for_profile
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import resolve_profile
 from app.engine.gguf.model_pair import ModelFiles, check_model_files
-from app.engine.grammar import grammar_for_schema
 from app.engine.llama.forced_text import ForcedText
 from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
-from app.engine.prompt import Segment, build_prompt, image_tokens, visible_answer
+from app.engine.prompt import Segment, build_prompt, image_tokens
 from app.engine.template_check import layout_drift
+from app.engine.tool_call import grammar_for_profile
 
 if TYPE_CHECKING:
     from app.engine.llama.sampling import GrammarSampler, Sampler
@@ -88,6 +88,16 @@ def gpu_name() -> str | None:
     return name[0].strip() if out.returncode == 0 and name else None
 
 
+def answer_grammar(profile: Profile) -> tuple[str, ForcedText]:
+    """The GBNF grammar the answer is constrained to, and the text it forces: the profile's JSON object, or exactly
+    one native tool call of its tools (the embedded equivalent of a server's `tool_choice: "required"`)."""
+    if profile.tool_calls:
+        from app.engine.llama.forced_text import tool_call_layout
+
+        return grammar_for_profile(profile), ForcedText.of_layout(tool_call_layout(profile.output["tools"]))
+    return grammar_for_profile(profile), ForcedText(profile.output_schema())
+
+
 class LocalEngine:
     def __init__(self, config: LocalEngineConfig) -> None:
         self.config = config
@@ -99,8 +109,7 @@ class LocalEngine:
         self.info: EngineInfo | None = None
         self._rt: object | None = None
         self._session: object | None = None
-        self._grammar = grammar_for_schema(profile.output_schema())
-        self._forced_text = ForcedText(profile.output_schema())
+        self._grammar, self._forced_text = answer_grammar(profile)
         self._compact = 0
         self._last: list[Segment] = []
 
@@ -256,8 +265,7 @@ class LocalEngine:
                 on_text: TextFn | None = None) -> Proposal:
         ans = self.respond(task, observation, history, token, on_text)
         try:
-            parsed = parse_answer(visible_answer(self.profile, ans.raw), self.profile.coordinate_scale,
-                                  finished=ans.finished)
+            parsed = parse_for_profile(self.profile, ans.raw, finished=ans.finished)
         except ProposalError as exc:
             # the whole generation, reasoning included, as a proposal keeps it: history splits it the same way
             exc.raw, exc.counters, exc.timings = ans.raw, ans.counters, ans.timings

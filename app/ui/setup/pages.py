@@ -34,7 +34,8 @@ def suggestion_words(rec: Recommendation) -> str:
         return f"{head}."
     if fit.budget is None:
         return f"{head}. It will run on the processor: expect a few minutes per step."
-    return f"{head}. {html.escape(fit.describe())}"
+    why = "".join(f"<br>{html.escape(r)}" for r in rec.reasons)  # generation, measured step time, licence
+    return f"{head}. {html.escape(fit.describe())}{why}"
 
 
 def model_words(c: Checked) -> str:
