@@ -22,7 +22,7 @@ from app.domain.paths import default_paths
 from app.domain.settings import Settings
 from app.tasks.replay import ReplayEngine
 from app.tasks.save import save_run
-from app.tasks.saved_task import read_task
+from app.tasks.saved_task import SavedStep, SavedTask, SuccessCheck, read_task
 from app.tasks.store import TaskStore
 from tests.desktop import REPO
 from tests.scripted_engine import ScriptedEngine
@@ -231,6 +231,23 @@ def test_a_missing_secret_is_asked_for_and_never_typed_empty(target, tmp_path, m
         out = cli("run", "login", "--auto-approve", "all", *given)
         assert out.returncode == 2 and "needs the secret secret" in out.stderr, out.stderr
     assert target.state()["text"] == "typed before"  # nothing typed, not even an empty password
+
+
+def test_what_task_run_prints_of_a_task_and_its_checks_is_terminal_safe(target, tmp_path, monkeypatch):
+    """A task file is shared: its saved answer and what its check says may hold escape sequences (a window title,
+    a screen clear, a clipboard write); `task run` prints them visibly escaped, and a check's 10 MB is cut."""
+    monkeypatch.setenv("DESKHAND_HOME", str(tmp_path / "escape-home"))
+    evil = "\x1b]0;PWNED\x07\x1b[2J\x1b]52;c;aGk=\x07"
+    code = f"def check(ctx):\n    return {evil!r} + 'x' * 10_000_000\n"
+    task = SavedTask("evil", "Wait a moment", (SavedStep({"tool_name": "wait", "seconds": 1}, "Wait"),),
+                     answer=f"done {evil}", checks=(SuccessCheck("python", "check.py", code=code, timeout_s=60),))
+    TaskStore(default_paths().ensure().tasks).save(task)
+    out = cli("run", "evil", "--auto-approve", "all")
+    assert out.returncode == 6, out.stderr  # answered; the check failed
+    assert "\x1b" not in out.stdout + out.stderr
+    assert "\\x1b]0;PWNED\\x07" in out.stdout and "check FAILED: the Python check check.py passes — \\x1b]0;PWNED" \
+        in out.stderr
+    assert len(out.stderr) < 20_000 and "(9,998,026 more characters)" in out.stderr  # the check's text, cut
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

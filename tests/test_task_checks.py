@@ -263,6 +263,8 @@ def test_a_task_file_with_a_python_check_is_imported_only_when_its_code_is_trust
     assert refused.returncode == 2, refused.stderr
     assert "holds a Python success check (check.py, 4 lines)" in refused.stderr
     assert "Nothing was imported" in refused.stderr and "--trust-python-check" in refused.stderr
+    # its code is shown where it is refused: a one-line check that only runs another file shows that it does
+    assert f"Its code begins:\n    import pathlib\n    pathlib.Path({str(marker)!r}).touch()" in refused.stderr
     assert cli("list").stdout.startswith("No saved tasks yet.")
     trusted = cli("import", str(shared), "--trust-python-check")
     assert trusted.returncode == 0, trusted.stderr
