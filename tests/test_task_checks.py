@@ -215,6 +215,9 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
     write_task(tmp_path / "j-saved-missing", {**base, "saved_task": "nope.deskhand-task.json"})
     write_task(tmp_path / "k-command", {**base, "app": {"command": "mousepad"}})
     (tmp_path / "l-empty").mkdir()
+    write_task(tmp_path / "m-deep", '{"a": ' * 100_000 + "1" + "}" * 100_000)
+    (tmp_path / "n-fifo").mkdir()
+    os.mkfifo(tmp_path / "n-fifo" / "task.json")  # no one writes to it: reading it would wait for ever
     entries = {e.name: e for e in load_suite(tmp_path)}
     assert isinstance(entries["a-good"], SuiteTask) and entries["a-good"].max_steps == 15
     said = {n: e.problem for n, e in entries.items() if isinstance(e, BrokenTask)}
@@ -231,6 +234,8 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
         "j-saved-missing": said["j-saved-missing"],
         "k-command": "task.json: “app”'s “command” should be a list of texts (the program, then its arguments)",
         "l-empty": "task.json is missing (every task folder needs one)",
+        "m-deep": "task.json is nested too deeply to be a suite task",
+        "n-fifo": "task.json is a named pipe (FIFO), not a task file",
     }
     assert said["g-typo"].startswith("task.json: unknown key “max_step” (known: app, auto_approve")
     assert said["i-check-syntax"].startswith("check.py does not compile: ")

@@ -311,11 +311,12 @@ def _check_templates(task: SavedTask) -> None:
 
 def read_regular_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of `path` if it is a regular file of at most `limit` bytes; DeskhandError (naming `what`, e.g.
-    "The task file x") for a device, a FIFO or a folder — never read until memory ends, never waited on."""
+    "The task file x") for a device, a FIFO or a folder — never read until memory ends, never waited on;
+    FileNotFoundError where there is nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
-        raise DeskhandError(f"There is no task file {path}.", "See `deskhand task list`.") from None
+        raise  # the caller says what is missing
     except OSError as exc:
         raise DeskhandError(f"{what} could not be read: {exc.strerror or exc}.", "Check the file.") from exc
     try:
@@ -343,7 +344,10 @@ def read_regular_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> byt
 
 
 def read_task(path: Path) -> SavedTask:
-    raw = read_regular_file(path, f"The task file {path}")
+    try:
+        raw = read_regular_file(path, f"The task file {path}")
+    except FileNotFoundError:
+        raise DeskhandError(f"There is no task file {path}.", "See `deskhand task list`.") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
