@@ -412,7 +412,8 @@ def schedule_task(args: argparse.Namespace) -> int:
         if args.list:
             if args.name or args.remove or args.at or args.daily:
                 raise DeskhandError("--list takes nothing else.", "deskhand task schedule --list")
-            found = scheduler.listed()
+            found = sorted(scheduler.listed(), key=lambda s: (  # by task, then daily ones by time, then dates
+                s.task, s.when.start(dt.date.min) if s.when is not None else dt.datetime.max))
             print("\n".join(terminal_safe(s.describe()) for s in found) if found else "No saved task is scheduled.")
             return 0
         if not args.name:

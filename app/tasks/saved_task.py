@@ -273,7 +273,7 @@ def from_json(d: Any, where: str) -> SavedTask:
         try:
             name = check_name(str(d["name"]))
         except DeskhandError as exc:
-            raise ValueError(f"its name: {exc.what}") from None
+            raise ValueError(f"its name: {exc.what.rstrip('.')}") from None
         task = SavedTask(name, str(d["task"]), steps, variables, str(d.get("answer", "")),
                          int(d.get("source_run", 0)), float(d.get("created_at", 0.0)), str(d.get("model", "")),
                          dict(d.get("extra", {})), checks)
