@@ -96,7 +96,7 @@ def test_a_saved_run_replays_unchanged_without_the_model(recorded, target):
     result = run(replay, paths, task.render(task.task, task.values({})))
     assert result.outcome == "answered", result.message
     # the answer is plainly the saved run's, with when it was saved: this run did not read the screen
-    assert result.answer.startswith("The 3 saved steps were done again; this answer was not read from the screen "
+    assert result.answer.startswith("Did the saved task's 3 steps again; this answer was not read from the screen "
                                     f"now. The saved run's answer (run {saved.source_run}, saved on ")
     assert result.answer.endswith("): Signed in.")
     assert no_model.made == 0 and (replay.replayed, replay.asked) == (3, 0)

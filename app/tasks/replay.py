@@ -41,6 +41,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
 from app.domain.geometry import Monitor, input_to_model
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
+from app.domain.units import steps_text
 from app.engine.base import Engine, ProgressFn, TextFn
 from app.tasks.saved_task import SavedStep, SavedTask, template_names
 
@@ -180,10 +181,10 @@ class ReplayEngine:
                 else "an earlier day")
         run = f"run {saved.source_run}" if saved.source_run else "the saved run"
         if saved.answer:
-            content = (f"The {len(saved.steps)} saved steps were done again; this answer was not read from the "
-                       f"screen now. The saved run's answer ({run}, saved on {when}): {saved.answer}")
+            content = (f"Did the saved task's {steps_text(len(saved.steps))} again; this answer was not read from "
+                       f"the screen now. The saved run's answer ({run}, saved on {when}): {saved.answer}")
         else:
-            content = f"The {len(saved.steps)} saved steps were done again (saved from {run} on {when})."
+            content = f"Did the saved task's {steps_text(len(saved.steps))} again (saved from {run} on {when})."
         call = {"tool_name": "answer", "content": content}
         return Proposal(None, "Every saved step is done.", action_from_tool_call(call), call, json.dumps(call),
                         Counters(replayed=1))
