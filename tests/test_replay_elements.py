@@ -172,7 +172,9 @@ def test_a_button_covered_by_another_window_is_not_clicked_through_it(a11y, reco
         lk = open_lookup(bound_s=2.0)
         try:  # the cover's own control is what is on top at the button's place
             wait_until(lambda: (e := lk.element_at(*qt.centre("save"), bound_s=2.0)) is not None
-                       and e.window == "Cover", 20, "the cover window over the button")
+                       and e.window == "Cover", 20,
+                       "the lookup to name the cover window's control at the button's place (under jwm this needs "
+                       "the window order of issue 41, item 2)")
         finally:
             lk.close()
         before = qt.clicks["save"]

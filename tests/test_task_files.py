@@ -67,6 +67,8 @@ def test_crafted_task_files_are_each_said_by_name_and_the_others_still_listed(st
         "var-name": ({**good, "variables": [{"name": "a b}", "default": "x"}]},
                      "a variable's name 'a b}' is not letters, digits and underscores"),
         "var-twice": ({**good, "variables": [{"name": "name"}, {"name": "name"}]}, "a variable is named twice"),
+        "var-secret": ({**good, "variables": [{"name": "name", "secret": "yes"}]},
+                       "the variable name's “secret” is \"yes\", not true or false"),
         "nested": ({**good, "task": "Save as {name!r:{name}}"}, "a single “{” at character 9"),
         "width": ({**good, "task": "Save as {name:>300000000}"}, "“{name:>300000000}” is not a variable"),
         "brace": ({**good, "task": "Save as } {name}"}, "a single “}” at character 9"),

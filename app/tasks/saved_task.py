@@ -238,7 +238,10 @@ def _variable(v: Any) -> Variable:
     default = v.get("default", "")
     if not isinstance(default, str):
         raise ValueError(f"the variable {name}'s default is a {type(default).__name__}, not text")
-    return Variable(name, default, v.get("secret", False) is True)
+    secret = v.get("secret", False)
+    if not isinstance(secret, bool):  # "yes" or 1 is not read as "not a secret" (its value would be recorded)
+        raise ValueError(f"the variable {name}'s “secret” is {json.dumps(secret)}, not true or false")
+    return Variable(name, default, secret)
 
 
 def _version(d: dict[str, Any], where: str, keep: str) -> int:
