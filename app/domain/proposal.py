@@ -102,6 +102,9 @@ class Proposal:
     counters: Counters = field(default_factory=Counters)
     timings: Timings = field(default_factory=Timings)
     grid: str = ""  # the tile grid used for the current screenshot
+    # why the step is risky whatever the screen shows, where the proposer knows it (a saved task's replayed
+    # password-field write): the step is asked about like any risky one ("" for the policy alone to judge)
+    risk: str = ""
 
 
 @dataclass(frozen=True)
