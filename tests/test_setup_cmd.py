@@ -124,8 +124,9 @@ def test_use_checks_the_files_and_saves_them(tmp_path, tiny_model_pair, model_fa
 
     run = setup(home, "--use", str(tiny_model_pair.text), str(tiny_model_pair.mmproj))
     assert run.returncode == 0, run.stderr
-    assert f"(nemotron_h, {file_size(tiny_model_pair.text)}) + {tiny_model_pair.mmproj.name} ({file_size(tiny_model_pair.mmproj)})" \
-        in run.stdout, run.stdout  # the files' real sizes, not "0.0 GiB"
+    text, mmproj = tiny_model_pair.text, tiny_model_pair.mmproj
+    # the files' real sizes, not "0.0 GiB"
+    assert f"(nemotron_h, {file_size(text)}) + {mmproj.name} ({file_size(mmproj)})" in run.stdout, run.stdout
     s = saved(home)
     assert s.setup_done and s.text_model == str(tiny_model_pair.text.resolve())
     assert s.mmproj == str(tiny_model_pair.mmproj.resolve())
