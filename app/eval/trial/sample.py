@@ -65,6 +65,21 @@ def cached_copy(name: str) -> Path | None:
     return cached_snapshot(s.repo, s.revision or "main") if s.repo else None
 
 
+def uses_tiles(settings: Settings) -> bool:
+    """Whether the model in `settings` cuts a screenshot into tiles (Holotron), so that a tile budget means
+    something: not a Holo3.1 model, which sees the whole screen at once, nor a model on a server. Reads the model
+    file's header when the profile follows the file."""
+    from app.engine.family import resolve_profile
+    from app.engine.profile import ImageSpec
+
+    if settings.engine == "remote" or not settings.text_model:
+        return False
+    try:
+        return isinstance(resolve_profile(settings.profile, settings.text_model).image, ImageSpec)
+    except Exception:  # a file that is not there (yet) or not a model: the test itself says what is wrong
+        return False
+
+
 def consent_text(name: str) -> str:
     s = suite(name)
     size = DOWNLOAD_SIZE.get(name)
