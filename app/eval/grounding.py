@@ -17,6 +17,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.settings import Settings
 from app.engine.base import Engine
+from app.engine.profile import ImageSpec
 from app.eval import report
 from app.eval.items import Item
 from app.eval.memory import GpuPeak, peak_rss_bytes, peak_rss_since_reset, reset_peak_rss
@@ -123,6 +124,7 @@ def _measure(v: Variant, items: Sequence[Item], results_file: Path, token: Cance
                         "memory_estimate_bytes": info.memory_bytes, "warnings": list(info.warnings),
                         "files": [report.model_file(f) for f in v.files],
                         "profile": getattr(profile, "name", ""), "profile_file": str(getattr(profile, "source", "")),
+                        "tiled": isinstance(getattr(profile, "image", None), ImageSpec),  # a tile budget applies
                         "load_s": load_s}
 
             said = [time.monotonic()]

@@ -61,7 +61,7 @@ INTRO = (f"Deskhand shows the model {SAMPLE_ITEMS} screenshots from a public ben
          "on this computer. Your own screen is not used.")
 PHASES = {"dataset": "Looking for the benchmark…", "checking": "Checking the benchmark's screenshots…",
           "loading": "Loading the model and asking the first screenshot…"}
-CHART_WIDTH = 860  # pixels: the chart shown under the result (the report has it whole)
+CHART_SIZE = (820, 300)  # at most, in pixels: the chart under the result (the report shows it at full size)
 COLUMNS = ["When", "Benchmark", "Model", "Settings", "Found [95% interval]", "Screenshots", "s a step"]
 
 
@@ -171,6 +171,7 @@ class ModelTestWindow(QDialog):
         self.report_button.clicked.connect(self.open_report)
         self.report_button.hide()
         self.report: Path | None = None
+        self.finished_in: Path | None = None  # the last test's folder, whose chart and report are shown
         shown = QHBoxLayout()
         shown.addWidget(self.chart, 1)
         shown.addWidget(self.report_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -201,8 +202,13 @@ class ModelTestWindow(QDialog):
         self.resize(900, 620)
         self._suite_changed()
         self.refresh()
-        self.io.run(lambda: uses_tiles(settings), lambda tiles: self.model_label.setText(model_words(settings, tiles)),
+        self.tiles: bool | None = None  # whether the model cuts screenshots into tiles, once its file was read
+        self.io.run(lambda: uses_tiles(settings), self._show_tiles,
                     lambda exc: log.error("the model's tiling: %s", exc))
+
+    def _show_tiles(self, tiles: bool) -> None:
+        self.tiles = tiles
+        self.model_label.setText(model_words(self.settings, tiles))
 
     # ------------------------------------------------------------------ state
     @property
@@ -263,7 +269,7 @@ class ModelTestWindow(QDialog):
         self.outcome.clear()
         self.chart.hide()
         self.report_button.hide()
-        self.report = None
+        self.report = self.finished_in = None
         self.status.setStyleSheet(NOTE)
         self.status.setText(PHASES["dataset"])
         self.progress.setRange(0, 0)
@@ -327,18 +333,22 @@ class ModelTestWindow(QDialog):
         self.status.setText(f"Kept in {out}.")
         self.outcome.setText(result_words(summary))
         self.refresh()
-        self.io.run(lambda: _pictures(out), self._show_pictures, lambda exc: log.error("the test's chart: %s", exc))
+        self.finished_in = out
+        self.io.run(lambda: _pictures(out), lambda found: self._show_pictures(out, *found),
+                    lambda exc: log.error("the test's chart: %s", exc))
 
-    def _show_pictures(self, found: tuple[QImage | None, Path | None]) -> None:
-        image, report = found
+    def _show_pictures(self, out: Path, image: QImage | None, report: Path | None) -> None:
+        if out != self.finished_in or self.running:
+            return  # an earlier test's pictures, read while another test started
         self.report = report
         self.report_button.setVisible(report is not None)
         if image is None:
             self.chart.hide()
             return
-        pixmap = QPixmap.fromImage(image)
-        self.chart.setPixmap(pixmap.scaledToWidth(min(CHART_WIDTH, pixmap.width()),
-                                                  Qt.TransformationMode.SmoothTransformation))
+        pixmap = QPixmap.fromImage(image)  # whole, scaled to fit: the earlier results stay in view below
+        self.chart.setPixmap(pixmap.scaled(min(CHART_SIZE[0], pixmap.width()), min(CHART_SIZE[1], pixmap.height()),
+                                           Qt.AspectRatioMode.KeepAspectRatio,
+                                           Qt.TransformationMode.SmoothTransformation))
         self.chart.show()
 
     def open_report(self) -> None:
