@@ -1,4 +1,4 @@
-"""Settings → Model → "Test on this computer" on the private Xvfb, a real Qt window driven with pytest-qt: a
+"""Settings → General → "Test on this computer" on the private Xvfb, a real Qt window driven with pytest-qt: a
 benchmark published on a loopback Hugging Face hub (its licence first, downloaded only after "Download and test",
 Stop during the download keeps the part that arrived, and the next test resumes it from that byte), a model server
 on loopback that finds the target in the image it receives, progress, Stop mid-way (the partial result kept and

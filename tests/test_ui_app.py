@@ -436,7 +436,7 @@ def test_a_failed_run_shows_the_error_and_what_to_do(qtbot, make_app):
     app.start()
     app.presenter.begin(False)
     app.presenter.on_delivered(delivered(ev.RunFinished(3, "failed", "", str(DeskhandError(
-        "The model ran out of memory.", "Lower the context size in Settings → Model.")), 0)))
+        "The model ran out of memory.", "Lower the context size in Settings → Advanced.")), 0)))
     text = app.main.status.texts()[-1]
     assert "The task failed." in text and "ran out of memory" in text and "→ Lower the context size" in text
     assert not app.presenter.running and app.main.start_button.isEnabled()

@@ -79,7 +79,7 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
     """Both files checked against `profile` (None: the profile of the text model's family); errors raise
     ModelFileError, doubtful values come back as warnings."""
     if not text_path:
-        raise ModelFileError("No text model is set.", "Choose the model's .gguf files in Settings → Model.")
+        raise ModelFileError("No text model is set.", "Choose the model's .gguf files in Settings → General.")
     text = check_text_model(text_path, profile)
     if not mmproj_path:
         raise ModelFileError(

@@ -1,4 +1,4 @@
-"""The short test Settings → Model → "Test on this computer" runs: a fixed sample of a grounding suite (50 items,
+"""The short test Settings → General → "Test on this computer" runs: a fixed sample of a grounding suite (50 items,
 seed 0, so every test asks the same items and results compare), through the engine the settings name, into a new
 folder under the data folder's `evals/`. It is the command `deskhand eval grounding --suite NAME --limit 50
 --seed 0`, with the same files, so a run of the headless image against a model server sets beside it.

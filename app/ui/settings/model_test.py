@@ -1,4 +1,4 @@
-"""Settings → Model → "Test on this computer": the model asked to find one thing on each of 50 screenshots of a
+"""Settings → General → "Test on this computer": the model asked to find one thing on each of 50 screenshots of a
 public benchmark, as in a step of a task, on a worker thread; progress, Stop, then how often it found the thing
 (with its 95% interval) and the seconds a step took. Earlier results, kept in the data folder, stay listed below
 for comparison. A benchmark not downloaded yet shows its licence first; only "Download and test" downloads it.
