@@ -14,7 +14,8 @@ h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8p
 .meta { color: #4b5563; margin: 0 0 16px; }
 table { border-collapse: collapse; margin: 8px 0 16px; }
 th, td { border: 1px solid #d1d5db; padding: 5px 9px; vertical-align: top; text-align: left; }
-th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: #f3f4f6; } table.facts th { font-weight: 600; white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .note { background: #fef3c7; border-left: 4px solid #d97706; padding: 8px 12px; margin: 10px 0; }
 .bad { color: #b91c1c; } .good { color: #166534; }
 img.figure { max-width: 100%; border: 1px solid #e5e7eb; }
@@ -40,6 +41,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>"
 
 
+def facts(rows: Sequence[Sequence[str]]) -> str:
+    """A two-column table of named values (plain text, escaped here): the name in the first column, no header."""
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>\n" for k, v in rows)
+    return f"<table class=\"facts\"><tbody>\n{body}</tbody></table>"
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> list[str]:
     """The same table in Markdown (a pipe in a cell escaped, line breaks folded)."""
     def cell(text: str) -> str:
@@ -50,4 +57,4 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeri
             *("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)]
 
 
-__all__ = ["document", "escape", "markdown_table", "table"]
+__all__ = ["document", "escape", "facts", "markdown_table", "table"]
