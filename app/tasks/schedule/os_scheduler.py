@@ -3,8 +3,9 @@ Scheduler task on Windows, a launchd agent on macOS (`systemd_timer`, `windows_t
 
 Each runs `deskhand task run NAME --scheduled WHEN …` as this user, on this user's desktop; the run is recorded in
 History like any other, and `--scheduled` makes it wait for a person (with a notification) where one is needed
-(app/tasks/schedule/). Which scheduler is used is an explicit `platform` argument (sys.platform by default), so
-each one's files and command lines can be made and checked anywhere; only the systemd one is run here.
+(occasion, person, handover beside it). Which scheduler is used is an explicit `platform` argument (sys.platform
+by default), so each one's files and command lines can be made and checked anywhere; only the systemd one is run
+here.
 """
 
 from __future__ import annotations
