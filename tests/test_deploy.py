@@ -129,7 +129,7 @@ def test_the_entrypoint_builds_a_deskhand_run_command_that_parses(tmp_path):
 
 
 def test_the_entrypoint_measures_the_server_with_the_apps_model_test(tmp_path):
-    """DESKHAND_EVAL_SUITE: `deskhand eval grounding` with the sample Settings → Model → "Test on this computer"
+    """DESKHAND_EVAL_SUITE: `deskhand eval grounding` with the sample Settings → General → "Test on this computer"
     runs (50 items, seed 0), against the model server, into the output volume; the image's user owns the hub
     cache a volume is mounted on."""
     env = {"PATH": os.environ["PATH"], "DESKHAND_DRY_RUN": "1", "DESKHAND_ENGINE_URL": "http://vllm:8000/v1",

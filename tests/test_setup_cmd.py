@@ -38,6 +38,13 @@ def setup(home, *args: str, stdin: str = "", **extra: str) -> subprocess.Complet
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 
+def file_size(path) -> str:
+    """A tiny fixture file's size as it should be shown: in KiB or MiB, never "0.0 GiB"."""
+    size = path.stat().st_size
+    assert 1 << 10 <= size < 1 << 30, size
+    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size / (1 << 10):.1f} KiB"
+
+
 def saved(home):
     return load_settings(home / "config" / "settings.json").settings
 
@@ -167,6 +174,9 @@ def test_use_checks_the_files_and_saves_them(tmp_path, tiny_model_pair, model_fa
 
     run = setup(home, "--use", str(tiny_model_pair.text), str(tiny_model_pair.mmproj))
     assert run.returncode == 0, run.stderr
+    text, mmproj = tiny_model_pair.text, tiny_model_pair.mmproj
+    # the files' real sizes, not "0.0 GiB"
+    assert f"(nemotron_h, {file_size(text)}) + {mmproj.name} ({file_size(mmproj)})" in run.stdout, run.stdout
     s = saved(home)
     assert s.setup_done and s.text_model == str(tiny_model_pair.text.resolve())
     assert s.mmproj == str(tiny_model_pair.mmproj.resolve())

@@ -369,3 +369,84 @@ def test_run_again_from_settings_starts_from_the_files_in_use(make_wizard, qtbot
     assert page.text_edit.text() == str(tiny_model_pair.text) and page.mmproj_edit.text() == str(tiny_model_pair.mmproj)
     w.next()
     assert "belong together" in wait_check(qtbot, page, "✓") and page.existing.isChecked()
+
+
+def answer_file_dialog(path: Path) -> dict[str, str]:
+    """Answers the next real file dialog with `path`, as a person types it (again while the dialog still reads its
+    folder); what it showed first ("folder") once it has been answered. Never left open: past 30 s it is cancelled
+    and the test fails on what it did not see."""
+    import time
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    seen: dict[str, str] = {}
+    answered: list[QFileDialog] = []  # the one dialog this answers (never the next one a test opens)
+    give_up = time.monotonic() + 30
+
+    def look() -> None:
+        dialog = QApplication.activeModalWidget()
+        if isinstance(dialog, QFileDialog) and (not answered or dialog is answered[0]):
+            if not answered:
+                answered.append(dialog)
+                seen["folder"] = dialog.directory().absolutePath()
+            if time.monotonic() > give_up:
+                dialog.reject()
+                return
+            name = dialog.findChild(QLineEdit, "fileNameEdit")  # the dialog's "File name" field
+            name.setText(str(path))
+            dialog.accept()
+        elif answered or time.monotonic() > give_up:
+            return  # answered (or never shown)
+        QTimer.singleShot(100, look)
+
+    QTimer.singleShot(50, look)
+    return seen
+
+
+def test_the_vision_file_beside_the_model_is_proposed_and_its_browse_starts_there(make_wizard, qtbot, tmp_path,
+                                                                                  tiny_model_pair):
+    one, two = tmp_path / "one" / "Holo", tmp_path / "two"
+    for folder, projectors in ((one, ["mmproj-Holo-F16.gguf"]), (two, ["mmproj-a-F16.gguf", "mmproj-b-F32.gguf"])):
+        folder.mkdir(parents=True)
+        shutil.copy(tiny_model_pair.text, folder / "Holo-Q4_K_M.gguf")
+        for name in projectors:
+            shutil.copy(tiny_model_pair.mmproj, folder / name)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.existing.setChecked(True)
+
+    default_paths().models.mkdir(parents=True, exist_ok=True)
+    seen = answer_file_dialog(one / "Holo-Q4_K_M.gguf")
+    qtbot.mouseClick(page.text_browse, qtbot_button())
+    assert seen["folder"] == str(default_paths().models)  # nothing chosen yet: Deskhand's models folder
+    # the only mmproj beside it is filled in, and checked with the model
+    qtbot.waitUntil(lambda: page.mmproj_edit.text() == str(one / "mmproj-Holo-F16.gguf"), timeout=10000)
+    assert "belong together" in wait_check(qtbot, page, "✓") and page.isComplete()
+    assert "mmproj-Holo-F16.gguf lies beside this model, so it is filled in" in page.beside_label.text()
+    shot(w, "4b-choose-page-vision-file-proposed", tmp_path)
+
+    # the person may change it: the Browse starts in the model's folder
+    seen = answer_file_dialog(one / "mmproj-Holo-F16.gguf")
+    qtbot.mouseClick(page.mmproj_browse, qtbot_button())
+    assert seen["folder"] == str(one)
+
+    # a model with several beside it: none is guessed (the earlier proposal goes), they are listed
+    seen = answer_file_dialog(two / "Holo-Q4_K_M.gguf")
+    qtbot.mouseClick(page.text_browse, qtbot_button())
+    assert seen["folder"] == str(one)
+    qtbot.waitUntil(lambda: "2 vision files lie beside this model" in page.beside_label.text(), timeout=10000)
+    assert "mmproj-a-F16.gguf, mmproj-b-F32.gguf" in page.beside_label.text() and page.mmproj_edit.text() == ""
+    assert not page.isComplete()
+    shot(w, "4c-choose-page-two-vision-files", tmp_path)
+    seen = answer_file_dialog(two / "mmproj-b-F32.gguf")
+    qtbot.mouseClick(page.mmproj_browse, qtbot_button())
+    assert seen["folder"] == str(two) and page.mmproj_edit.text() == str(two / "mmproj-b-F32.gguf")
+    assert "belong together" in wait_check(qtbot, page, "✓")
+
+    # the person's own choice is never replaced by a later proposal
+    page.text_edit.setText(str(one / "Holo-Q4_K_M.gguf"))
+    page._propose_vision_file()
+    qtbot.waitUntil(lambda: page.beside_label.isHidden(), timeout=10000)
+    assert page.mmproj_edit.text() == str(two / "mmproj-b-F32.gguf")  # (a mismatch the check then names)

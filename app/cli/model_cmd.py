@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f = cmds.add_parser("fix-norm", help="set an mmproj's image mean/std to the values its vision encoder expects",
                         description="Rewrite clip.vision.image_mean/std of a vision projector in place (the file "
                                     "keeps its size), with the values of the model profile.")
-    f.add_argument("mmproj", metavar="MMPROJ.gguf")
+    f.add_argument("mmproj", metavar="MMPROJ.gguf", help="the vision projector file to rewrite")
     f.add_argument("--profile", default="auto", help="the profile whose values to write (default: by projector)")
     f.set_defaults(func=run_fix_norm)
     t = cmds.add_parser("tools", help="show (or remove) the conversion tools environment")

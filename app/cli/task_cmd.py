@@ -41,12 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cmds = p.add_subparsers(dest="task_cmd", metavar="COMMAND", required=True)
     cmds.add_parser("list", help="the saved tasks").set_defaults(func=list_tasks)
     show = cmds.add_parser("show", help="a saved task's text, variables and steps")
-    show.add_argument("name")
+    show.add_argument("name", help="the saved task's name (`deskhand task list` shows them)")
     show.add_argument("--json", action="store_true", help="print the task file (without its pictures)")
     show.set_defaults(func=show_task)
     save = cmds.add_parser("save", help="save a finished run (its number in History) as a task")
-    save.add_argument("run_id", type=int, metavar="RUN")
-    save.add_argument("name")
+    save.add_argument("run_id", type=int, metavar="RUN", help="the run's number, as History shows it")
+    save.add_argument("name", help="the name to save the task under")
     save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",
                       help="turn the text TEXT (typed by the run, or in its task) into the variable {NAME}")
     save.add_argument("--replace", action="store_true", help="replace a saved task of that name")
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)",
                           epilog="Exit status as `deskhand run`, and 6: the run answered but a success check of "
                                  "the task failed.")
-    run.add_argument("name")
+    run.add_argument("name", help="the saved task's name (`deskhand task list` shows them)")
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     run.add_argument("--scheduled", metavar="WHEN", help="as the scheduler starts it ('daily HH:MM' or 'at "
                      "YYYY-MM-DD HH:MM', written by `task schedule`): a step that needs a person waits for one with a "
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                         "several schedules (each time its own).",
                             epilog="Exit status: 0 scheduled (enabled); 1 written but not enabled (the command that "
                                    "enables it is said); 2 nothing scheduled (what is wrong is said).")
-    sched.add_argument("name", nargs="?")
+    sched.add_argument("name", nargs="?", help="the saved task's name (not needed with --list)")
     when = sched.add_mutually_exclusive_group()
     when.add_argument("--at", metavar="'YYYY-MM-DD HH:MM'", help="once, at that time")
     when.add_argument("--daily", metavar="HH:MM", help="every day at that time")
@@ -101,14 +101,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                             f"{WAIT_DEFAULT}; 0: it ends at once)")
     sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the saved task's name")
     delete.set_defaults(func=delete_task)
     export = cmds.add_parser("export", help="copy a saved task to a file")
-    export.add_argument("name")
-    export.add_argument("file", type=Path)
+    export.add_argument("name", help="the saved task's name")
+    export.add_argument("file", type=Path, help="the file to write (a copy of the saved task)")
     export.set_defaults(func=export_task)
     imp = cmds.add_parser("import", help="add a task file (checked first)")
-    imp.add_argument("file", type=Path)
+    imp.add_argument("file", type=Path, help="a task file written by `deskhand task export`")
     imp.add_argument("--name", help="save it under another name")
     imp.add_argument("--replace", action="store_true", help="replace a saved task of that name")
     imp.add_argument("--trust-python-check", action="store_true", help="import a task whose success check is "

@@ -239,7 +239,7 @@ def check_model(paths: Paths, gpu: GPUReport | None = None, overrides: dict[str,
         ok = fit.fits and fit.context_size >= s.context_size
         out.append(Check("GPU memory", OK if ok else WARN, f"{fit.describe()} ({need})",
                          "" if ok else f"Set the context size to {fit.context_size:,} and GPU layers to "
-                         f"{fit.gpu_layers} in Settings → Model, or use a smaller quantization.", required=False))
+                         f"{fit.gpu_layers} in Settings → Advanced, or use a smaller quantization.", required=False))
     return out
 
 

@@ -87,7 +87,7 @@ def check_text_family(info: GGUFInfo, family: Family | None) -> None:
         raise ModelFileError(
             f"{info.path.name} is a {other.name} model ({arch}), but the model profile in use is written for "
             f"{family.name} ({', '.join(family.text_architectures)}).",
-            f"Set the model profile to “auto” (or “{fits}”) in Settings → Model, or choose {family.name} files.")
+            f"Set the model profile to “auto” (or “{fits}”) in Settings → Advanced, or choose {family.name} files.")
 
 
 def check_projector_family(text: GGUFInfo, mmproj: GGUFInfo, projector: str) -> None:

@@ -104,6 +104,18 @@ class Checked:
     profile: str
 
 
+def vision_files_beside(text: str | Path) -> list[Path]:
+    """The vision projectors lying beside a text model (`mmproj-….gguf`, as the hub's GGUF repositories name
+    them), in name order: the wizard proposes the one there is, or lists them."""
+    model = Path(text).expanduser()
+    try:
+        files = sorted(model.parent.iterdir())
+    except OSError:
+        return []  # a folder that is not there (yet): nothing to propose
+    return [f for f in files if f.suffix.lower() == ".gguf" and "mmproj" in f.name.lower() and f.name != model.name
+            and f.is_file()]
+
+
 def check_pair(text: str | Path, mmproj: str | Path) -> Checked:
     """The engine's checks (raises ModelFileError with the exact problem). Paths stay as given: a file in the hub
     cache is a snapshot link whose name matters, not the blob it points to."""

@@ -145,7 +145,7 @@ def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
     """Parse a GGUF header; raises ModelFileError saying what is wrong with the file."""
     p = Path(path)
     if not p.exists():
-        raise ModelFileError(f"The {role} file {p} does not exist.", "Check the path in Settings → Model.")
+        raise ModelFileError(f"The {role} file {p} does not exist.", "Check the path in Settings → General.")
     if not p.is_file():
         raise ModelFileError(f"The {role} path {p} is not a file.", "Choose the .gguf file itself.")
     size = p.stat().st_size

@@ -195,7 +195,7 @@ class LocalEngine:
             raise ModelLoadError(
                 f"The context ({n_ctx:,} tokens) is too small for one observation: the prompt ({base - img:,} "
                 f"tokens), one screenshot ({img:,} image tokens) and room for the answer ({reserve:,}) do not fit.",
-                "Raise the context size, or lower the tile budget, in Settings → Model.")
+                "Raise the context size, or lower the tile budget, in Settings → Advanced.")
         target = base + (n_ctx - reserve - base) // 2
         k = next((k for k in range(max(self._compact, 1), len(history)) if length(k) <= target), len(history))
         log.warning("The context (%d tokens) would overflow at step %d: rebuilt it once from a compacted history "

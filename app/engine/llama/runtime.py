@@ -181,7 +181,7 @@ class LlamaRuntime:
             detail = recent_log()
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the text model.",
-                                     "Lower “GPU layers” in Settings → Model, or use a smaller quantization.")
+                                     "Lower “GPU layers” in Settings → Advanced, or use a smaller quantization.")
             raise ModelLoadError(f"llama.cpp could not load the text model {os.path.basename(path)}. {_said(detail)}",
                                  "Check the file with `deskhand doctor`; download it again if it is damaged.")
 
@@ -209,9 +209,9 @@ class LlamaRuntime:
             if _memory_failure(detail):
                 raise ModelLoadError(
                     f"There is not enough memory for a {self.options.n_ctx:,}-token context.",
-                    "Choose a smaller context size or fewer GPU layers in Settings → Model.")
+                    "Choose a smaller context size or fewer GPU layers in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp could not create the model context. {_said(detail)}",
-                                 "Try a smaller context size in Settings → Model.")
+                                 "Try a smaller context size in Settings → Advanced.")
 
     def _load_mmproj(self, path: str, threads: int, progress: Callable[[float, str], None] | None) -> None:
         p = mtmd.mtmd_context_params_default()
@@ -236,7 +236,7 @@ class LlamaRuntime:
             detail = recent_log()
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the vision encoder.",
-                                     "Lower “GPU layers” or the context size in Settings → Model.")
+                                     "Lower “GPU layers” or the context size in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp could not load the mmproj {os.path.basename(path)}. {_said(detail)}",
                                  "Use the mmproj published with this text model.")
         if not mtmd.mtmd_support_vision(self.mctx):
@@ -317,10 +317,10 @@ class LlamaRuntime:
             detail = recent_log(4)
             if rc == 1:
                 raise ModelLoadError(f"The context is full while evaluating {what}.",
-                                     "Raise the context size in Settings → Model.")
+                                     "Raise the context size in Settings → Advanced.")
             if _memory_failure(detail):
                 raise ModelLoadError(f"The GPU ran out of memory while evaluating {what}.",
-                                     "Lower “GPU layers” or the context size in Settings → Model.")
+                                     "Lower “GPU layers” or the context size in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp failed ({rc}) while evaluating {what}. {_said(detail)}",
                                  "Try again; if it persists, report it with the log file.")
 

@@ -36,7 +36,7 @@ class ContextFull(DeskhandError):
 
     def __init__(self, needed: int, n_ctx: int) -> None:
         super().__init__(f"The step needs {needed:,} tokens but the context holds {n_ctx:,}.",
-                         "Raise the context size in Settings → Model.")
+                         "Raise the context size in Settings → Advanced.")
         self.needed = needed
 
 

@@ -108,13 +108,13 @@ class RemoteEngine:
             if self.config.model not in names:  # llama-cpp-python would silently answer with another model
                 raise RemoteError(f"The server at {self.endpoint.base_url} does not serve the model "
                                   f"“{self.config.model}”.", f"It serves: {', '.join(names) or 'no model'}. Set the "
-                                  "served model name in Settings → Model (--served-model for `deskhand run`).",
+                                  "served model name in Settings → General (--served-model for `deskhand run`).",
                                   kind="model")
             return self.config.model
         if len(names) == 1:
             return names[0]
         raise RemoteError(f"The server at {self.endpoint.base_url} serves {len(names)} models; Deskhand cannot tell "
-                          "which one to use.", f"Choose one of: {', '.join(names) or 'none'} (Settings → Model, or "
+                          "which one to use.", f"Choose one of: {', '.join(names) or 'none'} (Settings → General, or "
                           "--served-model).", kind="model")
 
     # ------------------------------------------------------------------ proposing

@@ -4,6 +4,8 @@ progress, pause/resume and cancel on a worker thread."""
 from __future__ import annotations
 
 import html
+import logging
+from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
@@ -39,12 +41,15 @@ from app.setup.flow import (
     memory_fit,
     resolve_choice,
     unverified_files,
+    vision_files_beside,
     what_it_downloads,
 )
 from app.setup.flow import check_pair as check_pair
 from app.setup.licence_consent import consent_question, needs_consent, record_consent
 from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, hosts_of, label
 from app.ui.setup.pages import model_words
+
+log = logging.getLogger("deskhand.ui")
 
 
 def entry_label(e: ModelEntry, q: Quantization, recommended: bool) -> str:
@@ -86,10 +91,15 @@ class ChoosePage(QWizardPage):
             grid.addWidget(edit, r, 1)
             grid.addWidget(button, r, 2)
             edit.editingFinished.connect(self.check_files)
+        self.text_edit.editingFinished.connect(self._propose_vision_file)
         self.text_browse.clicked.connect(lambda: self._browse(self.text_edit, "Choose the text model"))
         self.mmproj_browse.clicked.connect(lambda: self._browse(self.mmproj_edit, "Choose the vision file"))
+        self.beside_label = label(rich=False)  # the vision files beside the model, when there are several
+        self.beside_label.hide()
+        grid.addWidget(self.beside_label, 2, 1, 1, 2)
         self.check_label = label()
-        grid.addWidget(self.check_label, 2, 0, 1, 3)
+        grid.addWidget(self.check_label, 3, 0, 1, 3)
+        self._proposed = ""  # the vision file the page filled in itself (the person's own choice is never replaced)
 
         self.download_box = QWidget()
         dl = QVBoxLayout(self.download_box)
@@ -387,22 +397,60 @@ class ChoosePage(QWizardPage):
 
     # ------------------------------------------------------------------ existing files
     def _browse(self, edit: QLineEdit, title: str) -> None:
-        start = edit.text() or str(self.ctx.paths.models)
+        other = (self.mmproj_edit if edit is self.text_edit else self.text_edit).text().strip()
+        # the two files usually lie together: the second Browse starts where the first file is
+        models = self.ctx.paths.models if self.ctx.paths.models.is_dir() else Path.home()
+        start = edit.text().strip() or str(Path(other).expanduser().parent if other else models)
         path, _ = QFileDialog.getOpenFileName(self, title, start, "GGUF files (*.gguf);;All files (*)")
         if path:
             edit.setText(path)
+            if edit is self.text_edit:
+                self._propose_vision_file()
+            self.check_files()
+
+    def _propose_vision_file(self) -> None:
+        """The `mmproj-…` beside the chosen model: filled in when it is the only one (and the field is empty or
+        holds an earlier proposal), listed when there are several."""
+        text = self.text_edit.text().strip()
+        if not text:
+            return
+        self.ctx.runner.run(lambda: vision_files_beside(text), lambda found: self._show_beside(text, found),
+                            lambda exc: log.error("the vision files beside %s: %s", text, exc))
+
+    def _show_beside(self, text: str, found: list[Path]) -> None:
+        if text != self.text_edit.text().strip():
+            return  # another model was chosen meanwhile
+        mine = self.mmproj_edit.text().strip()
+        if len(found) > 1:
+            self.beside_label.setText(f"{len(found)} vision files lie beside this model: "
+                                      f"{', '.join(f.name for f in found)}. Choose the one made for it (Browse… "
+                                      "opens that folder).")
+        elif found and (not mine or mine in (self._proposed, str(found[0]))):
+            self.beside_label.setText(f"{found[0].name} lies beside this model, so it is filled in. Browse… to "
+                                      "choose another.")
+        self.beside_label.setVisible(len(found) > 1 or bool(found and (not mine or mine in (self._proposed,
+                                                                                             str(found[0])))))
+        if mine and mine != self._proposed:
+            return  # the person's own choice stays
+        proposal = str(found[0]) if len(found) == 1 else ""  # an earlier model's proposal goes with it
+        if proposal != mine:
+            self._proposed = proposal
+            self.mmproj_edit.setText(proposal)
+            self.mmproj_edit.setCursorPosition(0)
             self.check_files()
 
     def check_files(self) -> None:
         text, mmproj = self.text_edit.text().strip(), self.mmproj_edit.text().strip()
+        if mmproj != self._proposed:
+            self._proposed = ""  # the person chose this one: a later model's folder does not replace it
         self.checked["existing"] = None
         self.completeChanged.emit()
+        self._check_seq += 1  # a check still under way is of files no longer chosen
+        seq = self._check_seq
         if not text or not mmproj:
             self.check_label.setText("Choose both files: the text model and its vision projector (mmproj)."
                                      if text or mmproj else "")
             return
-        self._check_seq += 1
-        seq = self._check_seq
         self.check_label.setText("Checking the files…")
         self.ctx.runner.run(lambda: check_pair(text, mmproj), lambda c: self._checked(seq, c),
                           lambda e: self._check_failed(seq, e))

@@ -40,7 +40,7 @@ def suggestion_words(rec: Recommendation) -> str:
 
 def model_words(c: Checked) -> str:
     """The model's name and the size of its two files: "Holotron-12B (7.9 GB)", not an architecture id."""
-    m = re.match(r"^(.*?) \([^()]*, [\d.]+ GiB\)( \+ .*)?$", c.summary)
+    m = re.match(r"^(.*?) \([^()]*, [\d.]+ [KMG]?i?B\)( \+ .*)?$", c.summary)
     name = m.group(1) if m else c.text.stem
     return f"{name} ({human_bytes(c.text_bytes + c.mmproj_bytes)})"
 
