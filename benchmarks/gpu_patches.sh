@@ -10,6 +10,10 @@
 # CUPTI collector built there), n_ubatch 2048, a host profile and the host's part of an embedding batch
 # (benchmarks/embedding_batch.py). TRACE_ONLY=1: the patched build and the timelines.
 # AHEAD=1: the patched build, auto-approved steps with the vision worker and without it, one timeline.
+# CURRENT=1: the patched build, the current generation beside Holotron-12B in one run: random weights shaped like
+# Holotron4-30B-A3B (nemotron_h_moe + the Omni projector with its audio encoder; VISION_ONLY=1 leaves that out) and
+# Holo4-35B-A3B (qwen35moe), their routed experts sparse in the F16 files (tests/fixtures/gguf_models.py says why),
+# approval and auto-approved steps at 1920×1080 with each profile's defaults, and one GPU timeline of each.
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
@@ -31,7 +35,7 @@ build() {  # plain, then patched, in one build folder (TRACE_ONLY=1: the patched
   mkdir -p "$src" && tar xzf "$DEV/lcp-src.tgz" -C "$src"
   export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off"
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  if [ "${TRACE_ONLY:-0}" != 1 ] && [ "${AHEAD:-0}" != 1 ]; then
+  if [ "${TRACE_ONLY:-0}" != 1 ] && [ "${AHEAD:-0}" != 1 ] && [ "${CURRENT:-0}" != 1 ]; then
     DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
     "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
       "$src/src" >"$WORK/build-plain.log" 2>&1
@@ -43,9 +47,9 @@ build() {  # plain, then patched, in one build folder (TRACE_ONLY=1: the patched
   note "patched CUDA build done"
 }
 
-model() {  # fixture module, preset, folder: JSON with the quantized text model and the mmproj
+model() {  # fixture module, preset, folder[, more generator arguments]: JSON with the quantized text model and the mmproj
   PYTHONPATH="$WORK/cpu:$WORK/common:$ROOT" "$PY" -m "tests.fixtures.$1" --preset "$2" --out "$WORK/$3" \
-    --quantize Q4_K_M >"$WORK/$3.json" 2>"$WORK/$3.log"
+    --quantize Q4_K_M "${@:4}" >"$WORK/$3.json" 2>"$WORK/$3.log"
   rm -f "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["text"])' "$WORK/$3.json")"
   note "model $2 ready"
 }
@@ -126,9 +130,14 @@ run_all() {
     ( build ) & local builder=$!
   fi
   model gguf_models "${PRESET12:-12b}" m12
-  model qwen35_models "${PRESET4:-4b}" m4
+  if [ "${CURRENT:-0}" = 1 ]; then
+    model gguf_models "${PRESETH4:-holotron4-30b-a3b}" mh4 $([ "${VISION_ONLY:-0}" = 1 ] && echo --vision-only)
+    model qwen35_models "${PRESETQ4:-holo4-35b-a3b}" mq4
+  else
+    model qwen35_models "${PRESET4:-4b}" m4
+  fi
   wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
-  [ "${TRACE_ONLY:-0}" = 1 ] || [ "${AHEAD:-0}" = 1 ] ||
+  [ "${TRACE_ONLY:-0}" = 1 ] || [ "${AHEAD:-0}" = 1 ] || [ "${CURRENT:-0}" = 1 ] ||
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
   cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
@@ -138,6 +147,15 @@ run_all() {
     step patched 4b-ahead m4 --modes auto,auto_ahead --thinking off
     probe patched batch-12b-patched m12 embedding_batch --label patched --json "$R/embedding-batch.jsonl"
     timeline patched 12b m12
+    note "done"
+    return 0
+  fi
+  if [ "${CURRENT:-0}" = 1 ]; then  # the current generation beside Holotron-12B, patched build, profile defaults
+    step patched 12b-current m12 --modes approval,auto
+    step patched holotron4-30b-a3b mh4 --modes approval,auto
+    step patched holo4-35b-a3b mq4 --modes approval,auto --profile "${PROFILEQ4:-auto}"
+    timeline patched holotron4-30b-a3b mh4
+    timeline patched holo4-35b-a3b mq4
     note "done"
     return 0
   fi
@@ -197,7 +215,7 @@ collect() {  # what is there so far, into DIR (at most 8 files come back from a 
   mkdir -p "$dir"
   cp "$WORK/progress" "$dir/" 2>/dev/null || true
   tar czf "$dir/results.tgz" -C "$WORK" --exclude='*.npy' results progress build-plain.log build-patched.log \
-    m12.log m4.log 2>/dev/null || true
+    m12.log m4.log mh4.log mq4.log mh4.json mq4.json 2>/dev/null || true
   tar czf "$dir/logits.tgz" -C "$R" $(cd "$R" 2>/dev/null && ls *.npy 2>/dev/null) 2>/dev/null || true
 }
 
