@@ -14,6 +14,11 @@
 # Holotron4-30B-A3B (nemotron_h_moe + the Omni projector with its audio encoder; VISION_ONLY=1 leaves that out) and
 # Holo4-35B-A3B (qwen35moe), their routed experts sparse in the F16 files (tests/fixtures/gguf_models.py says why),
 # approval and auto-approved steps at 1920×1080 with each profile's defaults, and one GPU timeline of each.
+# SPEED=1: issues 44 and 45, plain and patched alternating: the logits of a long prompt and of generation that
+# alternates single tokens with forced batches (benchmarks/logits_check.py: patched with the dequantized weights
+# kept and without), 20 auto-approved steps of the 12B-shaped and 4B-shaped models (and of the patched build with
+# GGML_CUDA_RESIDENT_WEIGHTS_MB=0: 0001-0005 without the kept weights), GPU timelines of both builds' 12B steps,
+# then the current generation's shapes (Holotron4-30B-A3B, Holo4-35B-A3B) where tests/fixtures has their presets.
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
@@ -117,6 +122,85 @@ explore() {  # where the time goes next, and the runtime switches worth a patch:
   STEPS=6 step plain 4b-plain m4 --modes auto --thinking off
 }
 
+gen() {  # fixture module, preset, folder[, generator arguments]: the F16 pair (no llama.cpp needed), its JSON
+  PYTHONPATH="$WORK/common:$ROOT" "$PY" -m "tests.fixtures.$1" --preset "$2" --out "$WORK/$3" "${@:4}" \
+    >"$WORK/$3.json" 2>"$WORK/$3.log" || { note "model $2 failed: $(tail -2 "$WORK/$3.log")"; return 1; }
+}
+
+quant() {  # folder, threads: the text model to Q4_K_M with the plain build's llama.cpp; the F16 file removed
+  PYTHONPATH="$WORK/plain:$WORK/common:$ROOT" "$PY" - "$WORK/$1.json" "$2" >>"$WORK/$1.log" 2>&1 <<'PYQ' ||
+import json, sys, time
+import llama_cpp  # noqa: F401  (before numpy)
+from pathlib import Path
+from tests.fixtures.gguf_models import quantize
+path = Path(sys.argv[1]); report = json.loads(path.read_text()); text = Path(report["text"])
+t0 = time.perf_counter()
+report["quantized"] = str(quantize(text, text.with_name(text.name.replace("-F16", "") .replace(".gguf", "-Q4_K_M.gguf")),
+                                   "Q4_K_M", nthread=int(sys.argv[2])))
+report["quantize_s"] = round(time.perf_counter() - t0, 1)
+text.unlink()
+path.write_text(json.dumps(report, indent=2))
+PYQ
+    { note "quantizing $1 failed: $(tail -2 "$WORK/$1.log")"; return 1; }
+  note "model $1 ready ($(field "$1" quantize_s) s to quantize)"
+}
+
+speed_all() {  # SPEED=1 (see the header)
+  mkdir -p "$WORK"/{common,plain,patched} "$R"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$R/gpu.txt" 2>&1 || true
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/common" "$DEV"/whl/*.whl
+  if [ "${CPU_ONLY:-0}" = 1 ]; then  # a dry run without a GPU: the CPU wheel as both builds
+    mkdir -p "$WORK"/{wplain,wpatched}; cp "$DEV"/cpu/*.whl "$WORK/wplain/"; cp "$DEV"/cpu/*.whl "$WORK/wpatched/"
+    note "plain CUDA build done"; ( true ) & local builder=$!
+  else
+    ( build ) & local builder=$!
+  fi
+  gen gguf_models "${PRESET12:-12b}" m12
+  gen qwen35_models "${PRESET4:-4b}" m4
+  local t=0
+  until grep -q "plain CUDA build done" "$WORK/progress" 2>/dev/null; do
+    sleep 2; t=$((t + 2))
+    kill -0 "$builder" 2>/dev/null || grep -q "plain CUDA build done" "$WORK/progress" ||
+      { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
+  done
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
+  quant m12 "$(nproc)"
+  quant m4 "$(nproc)"
+  wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
+  cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
+  note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
+  local bigger="" h4=${PRESETH4:-holotron4-30b-a3b} q4=${PRESETQ4:-holo4-35b-a3b}
+  if PYTHONPATH="$ROOT" "$PY" -c 'import sys; from tests.fixtures import gguf_models as g, qwen35_models as q; sys.exit(not (sys.argv[1] in g.PRESETS and sys.argv[2] in q.PRESETS))' "$h4" "$q4" 2>/dev/null; then
+    # meanwhile, on a few cores: the current generation's shapes (their quantization would slow the host's share
+    # of the steps measured now; with 4 of the cores it leaves the rest to them)
+    ( gen gguf_models "$h4" mh4 && quant mh4 4; gen qwen35_models "$q4" mq4 && quant mq4 4 ) & bigger=$!
+  else
+    note "no current-generation presets in tests/fixtures: those shapes are not measured"
+  fi
+  probe plain logits-plain m12 logits_check --out "$R" --label plain --resident off
+  probe patched logits-patched m12 logits_check --out "$R" --label patched --resident off,on,on
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.logits_check --compare "$R/logits-plain.npz" \
+    "$R/logits-patched.npz" >"$R/logits-compared.md" 2>&1 || true
+  rm -f "$R"/*.npz
+  step plain 12b-plain m12 --modes auto
+  step patched 12b-patched m12 --modes auto
+  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto
+  step plain 4b-plain m4 --modes auto --thinking off
+  step patched 4b-patched m4 --modes auto --thinking off
+  timeline patched 12b-patched m12
+  timeline plain 12b-plain m12
+  if [ -n "$bigger" ]; then
+    wait "$bigger" || true
+    for m in mh4 mq4; do
+      [ -n "$(field "$m" quantized 2>/dev/null)" ] || { note "$m was not made: $(tail -2 "$WORK/$m.log")"; continue; }
+      step plain "$m-plain" "$m" --modes auto
+      step patched "$m-patched" "$m" --modes auto
+    done
+  fi
+  note "done"
+}
+
 run_all() {
   cd "$ROOT"
   mkdir -p "$WORK"/{common,cpu,plain,patched} "$R"
@@ -214,7 +298,7 @@ collect() {  # what is there so far, into DIR (at most 8 files come back from a 
   [ -n "$dir" ] || return 0
   mkdir -p "$dir"
   cp "$WORK/progress" "$dir/" 2>/dev/null || true
-  tar czf "$dir/results.tgz" -C "$WORK" --exclude='*.npy' results progress build-plain.log build-patched.log \
+  tar czf "$dir/results.tgz" -C "$WORK" --exclude='*.npy' --exclude='*.npz' results progress build-plain.log build-patched.log \
     m12.log m4.log mh4.log mq4.log mh4.json mq4.json 2>/dev/null || true
   tar czf "$dir/logits.tgz" -C "$R" $(cd "$R" 2>/dev/null && ls *.npy 2>/dev/null) 2>/dev/null || true
 }
@@ -224,7 +308,7 @@ case "$cmd" in
     rm -rf "$WORK"; mkdir -p "$WORK"
     setsid bash -c "'$0' run >'$WORK/run.log' 2>&1; echo \$? >'$WORK/exit'" </dev/null >/dev/null 2>&1 &
     echo "started; progress in $WORK/progress" ;;
-  run) run_all ;;
+  run) if [ "${SPEED:-0}" = 1 ]; then cd "$ROOT" && speed_all; else run_all; fi ;;
   wait)
     limit=${2:-540}; t=0
     while [ ! -f "$WORK/exit" ] && [ "$t" -lt "$limit" ]; do sleep 5; t=$((t + 5)); done
