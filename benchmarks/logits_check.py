@@ -145,7 +145,7 @@ def compare(paths: list[str]) -> str:
                 cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
                 rel = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
                 rows.append((k.split(".", 1)[1], cos, rel))
-            p = [r for r in rows if r[0] == "prompt"][0]
+            p = next(r for r in rows if r[0] == "prompt")
             g = [r for r in rows if r[0] != "prompt"]
             lines.append(f"| {Path(path).stem} | {mode} | {p[1]:.6f} | {p[2]:.2e} | {min(r[1] for r in g):.6f} | "
                          f"{max(r[2] for r in g):.2e} |")

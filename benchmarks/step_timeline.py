@@ -151,7 +151,8 @@ def summary(steps: list[dict[str, Any]], title: str) -> str:
         lines += [f"| {c['kind']} | {c['n']} | {c['ms']:.2f} | {c['MB']:.1f} |" for c in s["copies"]]
         lines += ["", "| host call that waits | n | ms |", "|---|---|---|"]
         lines += [f"| {w['call']} | {w['n']} | {w['ms']:.2f} |" for w in s["host_waits"]]
-        lines += ["", "How kernels were launched: " + ", ".join(f"{k} {v}" for k, v in s.get("graph_calls", {}).items())]
+        launched = ", ".join(f"{k} {v}" for k, v in s.get("graph_calls", {}).items())
+        lines += ["", f"How kernels were launched: {launched}"]
     return "\n".join(lines) + "\n"
 
 
