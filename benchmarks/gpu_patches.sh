@@ -185,11 +185,10 @@ speed_all() {  # SPEED=1 (see the header)
   rm -f "$R"/*.npz
   step plain 12b-plain m12 --modes auto
   step patched 12b-patched m12 --modes auto
-  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
+  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto
   timeline patched 12b-patched m12
-  timeline plain 12b-plain m12
   if [ -n "$bigger" ]; then
     wait "$bigger" || true
     for m in mh4 mq4; do
@@ -198,6 +197,7 @@ speed_all() {  # SPEED=1 (see the header)
       step patched "$m-patched" "$m" --modes auto
     done
   fi
+  timeline plain 12b-plain m12
   note "done"
 }
 
