@@ -50,6 +50,7 @@ def main_modes(a: argparse.Namespace) -> list[tuple[Mode, int]]:
              (Mode("approval", decide_s=a.approval_s, act_s=a.act_s), 1),
              (Mode("auto", act_s=a.act_s), a.repeats),
              (Mode("auto_ahead", act_s=a.act_s, ahead=True), a.repeats),
+             (Mode("auto_no_reuse", act_s=a.act_s, reuse_tiles=False), a.repeats),  # every tile encoded, as before
              (Mode("no_prefetch", prefetch="none", act_s=0.0), 1),
              (Mode("reeval", prefetch="none", act_s=0.0, reeval=True), a.reeval_repeats)]
     if a.tile_budget:  # the user's "Screenshot detail" setting: fewer tiles, a smaller view of the screen

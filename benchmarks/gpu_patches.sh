@@ -67,7 +67,7 @@ step() {  # build, tag, model folder, engine_step arguments...
     "$PY" -m benchmarks.engine_step --model "$(field "$m" quantized)" --mmproj "$(field "$m" mmproj)" --out "$R" \
     --tag="-$tag" --no-levers --tile-budget 0 --no-op-profile --load-repeats 1 --repeats 1 --steps "${STEPS:-20}" "$@" \
     >"$R/$tag.log" 2>&1 || note "$tag failed"
-  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval|auto_ahead):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
+  note "$tag: step ${STEPS:-20} $(grep -E '^(auto|approval|auto_ahead|auto_no_reuse):' "$R/$tag.log" | awk '{printf "%s %s s ", $1, $NF}')"
 }
 
 probe() {  # build, tag, model folder, module, arguments... (environment through env before the call)
@@ -183,11 +183,11 @@ speed_all() {  # SPEED=1 (see the header)
   PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.logits_check --compare "$R/logits-plain.npz" \
     "$R/logits-patched.npz" >"$R/logits-compared.md" 2>&1 || true
   rm -f "$R"/*.npz
-  step plain 12b-plain m12 --modes auto
-  step patched 12b-patched m12 --modes auto
+  step plain 12b-plain m12 --modes auto_no_reuse,auto
+  step patched 12b-patched m12 --modes auto_no_reuse,auto
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
-  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto
+  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
   timeline patched 12b-patched m12
   if [ -n "$bigger" ]; then
     wait "$bigger" || true

@@ -58,6 +58,7 @@ class ImageCache:
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
         self.fresh: set[str] = set()  # screenshots whose first piece was encoded since `begin`
         self.tiles_fresh = 0  # bitmaps encoded since `begin`
+        self.reuse_tiles = True  # off: every tile through the encoder (benchmarks compare the two)
         self.tiles_reused = 0  # tiles given a held tile's embeddings (identical pixels) instead of an encode
         self.tiles_reused_fresh = 0  # of those, since `begin`
         # the held tiles by a digest of their pixels: their pixels, and where tiles with them are held
@@ -153,7 +154,7 @@ class ImageCache:
                 block = self._blocks[digest] = np.empty(
                     (len(tiles), self.spec.tokens_per_tile, self.rt.n_embd), dtype=np.float32)
             pixels = {i: _pixels(bitmaps[i]) for i in todo}
-            todo = [i for i in todo if not self._reuse(digest, i, pixels[i], block)]
+            todo = [i for i in todo if not (self.reuse_tiles and self._reuse(digest, i, pixels[i], block))]
             encoded = encode_tiles(self.rt, [bitmaps[i] for i in todo], [block[i] for i in todo]) if todo else []
             for i, new in zip(todo, encoded, strict=True):
                 if new.shape[0] != self.spec.tokens_per_tile:
