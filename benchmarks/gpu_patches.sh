@@ -187,7 +187,6 @@ speed_all() {  # SPEED=1 (see the header)
   step patched 12b-patched m12 --modes auto_no_reuse,auto
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
-  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
   timeline patched 12b-patched m12
   if [ -n "$bigger" ]; then
     wait "$bigger" || true
@@ -197,6 +196,7 @@ speed_all() {  # SPEED=1 (see the header)
       step patched "$m-patched" "$m" --modes auto
     done
   fi
+  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
   timeline plain 12b-plain m12
   note "done"
 }
