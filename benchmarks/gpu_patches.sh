@@ -145,7 +145,11 @@ PYQ
   note "model $1 ready ($(field "$1" quantize_s) s to quantize)"
 }
 
-speed_all() {  # SPEED=1 (see the header)
+in_time() {  # whether an optional run still fits before DEADLINE (seconds since the epoch; unset: always)
+  [ -z "${DEADLINE:-}" ] || [ "$(date +%s)" -lt "$DEADLINE" ] || { note "skipped (past the deadline): $*"; return 1; }
+}
+
+speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 4B ones only until then
   mkdir -p "$WORK"/{common,plain,patched} "$R"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$R/gpu.txt" 2>&1 || true
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/common" "$DEV"/whl/*.whl
@@ -187,17 +191,18 @@ speed_all() {  # SPEED=1 (see the header)
   step patched 12b-patched m12 --modes auto_no_reuse,auto
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
-  timeline patched 12b-patched m12
+  in_time "timeline patched" && timeline patched 12b-patched m12
   if [ -n "$bigger" ]; then
-    wait "$bigger" || true
+    in_time "the current generation's shapes" && { wait "$bigger" || true; }
     for m in mh4 mq4; do
+      in_time "$m" || continue
       [ -n "$(field "$m" quantized 2>/dev/null)" ] || { note "$m was not made: $(tail -2 "$WORK/$m.log")"; continue; }
       step plain "$m-plain" "$m" --modes auto
       step patched "$m-patched" "$m" --modes auto
     done
   fi
-  GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
-  timeline plain 12b-plain m12
+  in_time "12b-patched-noresident" && GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
+  in_time "timeline plain" && timeline plain 12b-plain m12
   note "done"
 }
 
