@@ -183,11 +183,11 @@ speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 
     note "no current-generation presets in tests/fixtures: those shapes are not measured"
   fi
   probe plain logits-plain m12 logits_check --out "$R" --label plain --resident off
-  probe patched logits-patched m12 logits_check --out "$R" --label patched --resident off,on,on
+  probe patched logits-patched m12 logits_check --out "$R" --label patched --resident off,on
   PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.logits_check --compare "$R/logits-plain.npz" \
     "$R/logits-patched.npz" >"$R/logits-compared.md" 2>&1 || true
   rm -f "$R"/*.npz
-  step plain 12b-plain m12 --modes auto_no_reuse,auto
+  step plain 12b-plain m12 --modes auto_no_reuse
   step patched 12b-patched m12 --modes auto_no_reuse,auto
   step plain 4b-plain m4 --modes auto --thinking off
   step patched 4b-patched m4 --modes auto --thinking off
