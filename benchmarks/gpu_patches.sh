@@ -19,6 +19,7 @@
 # kept and without), 20 auto-approved steps of the 12B-shaped and 4B-shaped models (and of the patched build with
 # GGML_CUDA_RESIDENT_WEIGHTS_MB=0: 0001-0005 without the kept weights), GPU timelines of both builds' 12B steps,
 # then the current generation's shapes (Holotron4-30B-A3B, Holo4-35B-A3B) where tests/fixtures has their presets.
+# MINIMAL=1: the 12B-shaped model alone (its logits, and its steps on both builds).
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
@@ -160,7 +161,7 @@ speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 
     ( build ) & local builder=$!
   fi
   gen gguf_models "${PRESET12:-12b}" m12
-  gen qwen35_models "${PRESET4:-4b}" m4
+  [ "${MINIMAL:-0}" = 1 ] || gen qwen35_models "${PRESET4:-4b}" m4
   local t=0
   until grep -q "plain CUDA build done" "$WORK/progress" 2>/dev/null; do
     sleep 2; t=$((t + 2))
@@ -169,13 +170,15 @@ speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 
   done
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/plain" "$WORK"/wplain/*.whl
   quant m12 "$(nproc)"
-  quant m4 "$(nproc)"
+  [ "${MINIMAL:-0}" = 1 ] || quant m4 "$(nproc)"
   wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
   cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
   note "benchmarks starting ($(head -1 "$R/patch-set.txt" 2>/dev/null))"
   local bigger="" h4=${PRESETH4:-holotron4-30b-a3b} q4=${PRESETQ4:-holo4-35b-a3b}
-  if PYTHONPATH="$ROOT" "$PY" -c 'import sys; from tests.fixtures import gguf_models as g, qwen35_models as q; sys.exit(not (sys.argv[1] in g.PRESETS and sys.argv[2] in q.PRESETS))' "$h4" "$q4" 2>/dev/null; then
+  if [ "${MINIMAL:-0}" = 1 ]; then
+    note "MINIMAL=1: the 12B-shaped model alone"
+  elif PYTHONPATH="$ROOT" "$PY" -c 'import sys; from tests.fixtures import gguf_models as g, qwen35_models as q; sys.exit(not (sys.argv[1] in g.PRESETS and sys.argv[2] in q.PRESETS))' "$h4" "$q4" 2>/dev/null; then
     # meanwhile, on a few cores: the current generation's shapes (their quantization would slow the host's share
     # of the steps measured now; with 4 of the cores it leaves the rest to them)
     ( gen gguf_models "$h4" mh4 && quant mh4 4; gen qwen35_models "$q4" mq4 && quant mq4 4 ) & bigger=$!
@@ -189,8 +192,10 @@ speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 
   rm -f "$R"/*.npz
   step plain 12b-plain m12 --modes auto_no_reuse
   step patched 12b-patched m12 --modes auto_no_reuse,auto
-  step plain 4b-plain m4 --modes auto --thinking off
-  step patched 4b-patched m4 --modes auto --thinking off
+  if [ "${MINIMAL:-0}" != 1 ]; then
+    step plain 4b-plain m4 --modes auto --thinking off
+    step patched 4b-patched m4 --modes auto --thinking off
+  fi
   in_time "timeline patched" && timeline patched 12b-patched m12
   if [ -n "$bigger" ]; then
     in_time "the current generation's shapes" && { wait "$bigger" || true; }
