@@ -191,7 +191,7 @@ speed_all() {  # SPEED=1 (see the header); DEADLINE: the runs after the 12B and 
     "$R/logits-patched.npz" >"$R/logits-compared.md" 2>&1 || true
   rm -f "$R"/*.npz
   step plain 12b-plain m12 --modes auto_no_reuse
-  step patched 12b-patched m12 --modes auto_no_reuse,auto
+  step patched 12b-patched m12 --modes "auto_no_reuse$([ "${MINIMAL:-0}" = 1 ] || echo ,auto)"
   if [ "${MINIMAL:-0}" != 1 ]; then
     step plain 4b-plain m4 --modes auto --thinking off
     step patched 4b-patched m4 --modes auto --thinking off
