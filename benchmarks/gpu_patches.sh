@@ -16,9 +16,11 @@
 # approval and auto-approved steps at 1920×1080 with each profile's defaults, and one GPU timeline of each.
 # SPEED=1: issues 44 and 45, plain and patched alternating: the logits of a long prompt and of generation that
 # alternates single tokens with forced batches (benchmarks/logits_check.py: patched with the dequantized weights
-# kept and without), 20 auto-approved steps of the 12B-shaped and 4B-shaped models (and of the patched build with
-# GGML_CUDA_RESIDENT_WEIGHTS_MB=0: 0001-0005 without the kept weights), GPU timelines of both builds' 12B steps,
-# then the current generation's shapes (Holotron4-30B-A3B, Holo4-35B-A3B) where tests/fixtures has their presets.
+# kept and without), 20 auto-approved steps of the 12B-shaped model without tile reuse (and with it, patched) and of
+# the 4B-shaped one, a GPU timeline of the patched 12B step, the current generation's shapes (Holotron4-30B-A3B,
+# Holo4-35B-A3B) where tests/fixtures has their presets, then the patched build with GGML_CUDA_RESIDENT_WEIGHTS_MB=0
+# (0001-0005 without the kept weights) and the plain build's timeline; DEADLINE (epoch seconds) skips those optional
+# runs once it has passed.
 # MINIMAL=1: the 12B-shaped model alone (its logits, and its steps on both builds).
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
