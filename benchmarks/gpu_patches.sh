@@ -43,7 +43,7 @@ build() {  # plain, then patched, in one build folder (TRACE_ONLY=1: the patched
   mkdir -p "$src" && tar xzf "$DEV/lcp-src.tgz" -C "$src"
   export CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=off -DLLAMA_BUILD_TESTS=off -DLLAMA_BUILD_EXAMPLES=off"
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  if [ "${TRACE_ONLY:-0}" != 1 ] && [ "${AHEAD:-0}" != 1 ] && [ "${CURRENT:-0}" != 1 ]; then
+  if [ "${TRACE_ONLY:-0}" != 1 ] && [ "${AHEAD:-0}" != 1 ] && [ "${CURRENT:-0}" != 1 ] && [ "${SMOKE:-0}" != 1 ]; then
     DESKHAND_LLAMA_PATCHES=off bash "$ROOT/installers/llama-patches/patches.sh" apply "$src/src"
     "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/wplain" --config-settings=build-dir="$WORK/bld" \
       "$src/src" >"$WORK/build-plain.log" 2>&1
@@ -146,6 +146,40 @@ path.write_text(json.dumps(report, indent=2))
 PYQ
     { note "quantizing $1 failed: $(tail -2 "$WORK/$1.log")"; return 1; }
   note "model $1 ready ($(field "$1" quantize_s) s to quantize)"
+}
+
+smoke_all() {  # SMOKE=1: the patched build alone, where too little device time is left for both builds: does it build,
+  # and do 0005 and 0006 run and compute the same logits with the kept weights and without (tiny model, then the
+  # 12B shape while DEADLINE allows, with its steps with and without the kept weights)
+  mkdir -p "$WORK"/{common,patched} "$R"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$R/gpu.txt" 2>&1 || true
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/common" "$DEV"/whl/*.whl
+  if [ "${CPU_ONLY:-0}" = 1 ]; then  # a dry run without a GPU: the CPU wheel
+    mkdir -p "$WORK/wpatched"; cp "$DEV"/cpu/*.whl "$WORK/wpatched/"; ( true ) & local builder=$!
+  else
+    ( build ) & local builder=$!
+  fi
+  gen gguf_models tiny mt
+  gen gguf_models "${PRESET12:-12b}" m12
+  wait "$builder" || { note "CUDA build failed"; tail -40 "$WORK"/build-*.log >>"$WORK/progress"; return 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/patched" "$WORK"/wpatched/*.whl
+  rm -rf "$WORK/plain" && ln -s "$WORK/patched" "$WORK/plain"  # quant() quantizes with the build in plain/
+  cp "$WORK/patched/llama_cpp/deskhand_llama_patches.txt" "$R/patch-set.txt" || true
+  quant mt 4
+  probe patched logits-tiny mt logits_check --out "$R" --label tiny --resident off,on
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.logits_check --compare "$R/logits-tiny.npz" \
+    >"$R/logits-tiny-compared.md" 2>&1 || true
+  note "tiny: $(tail -2 "$R/logits-tiny-compared.md" | tr '\n' ' ')"
+  in_time "12B" || { note "done"; return 0; }
+  quant m12 "$(nproc)"
+  in_time "12B logits" && probe patched logits-patched m12 logits_check --out "$R" --label patched --resident off,on
+  PYTHONPATH="$WORK/patched:$WORK/common:$ROOT" "$PY" -m benchmarks.logits_check --compare "$R/logits-patched.npz" \
+    >"$R/logits-compared.md" 2>&1 || true
+  rm -f "$R"/*.npz
+  in_time "12B steps" && step patched 12b-patched m12 --modes auto_no_reuse,auto
+  in_time "12B steps without kept weights" &&
+    GGML_CUDA_RESIDENT_WEIGHTS_MB=0 step patched 12b-patched-noresident m12 --modes auto_no_reuse
+  note "done"
 }
 
 in_time() {  # whether an optional run still fits before DEADLINE (seconds since the epoch; unset: always)
@@ -320,7 +354,8 @@ case "$cmd" in
     rm -rf "$WORK"; mkdir -p "$WORK"
     setsid bash -c "'$0' run >'$WORK/run.log' 2>&1; echo \$? >'$WORK/exit'" </dev/null >/dev/null 2>&1 &
     echo "started; progress in $WORK/progress" ;;
-  run) if [ "${SPEED:-0}" = 1 ]; then cd "$ROOT" && speed_all; else run_all; fi ;;
+  run) if [ "${SMOKE:-0}" = 1 ]; then cd "$ROOT" && smoke_all
+       elif [ "${SPEED:-0}" = 1 ]; then cd "$ROOT" && speed_all; else run_all; fi ;;
   wait)
     limit=${2:-540}; t=0
     while [ ! -f "$WORK/exit" ] && [ "$t" -lt "$limit" ]; do sleep 5; t=$((t + 5)); done
