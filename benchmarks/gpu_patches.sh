@@ -22,6 +22,8 @@
 # (0001-0005 without the kept weights) and the plain build's timeline; DEADLINE (epoch seconds) skips those optional
 # runs once it has passed.
 # MINIMAL=1: the 12B-shaped model alone (its logits, and its steps on both builds).
+# SMOKE=1: the patched build alone, for too little device time: tiny-model logits with the kept weights and without,
+# then the 12B shape's logits and steps while DEADLINE allows (no plain build: no figure to set beside one).
 #
 #   bash benchmarks/gpu_patches.sh start          # start it in the background (setsid) and return
 #   bash benchmarks/gpu_patches.sh wait N [DIR]   # wait up to N seconds; then copy what is done to DIR ($OUT)
