@@ -129,6 +129,7 @@ class Mode:
     ahead: bool | None = None  # the vision work on the image cache's worker thread (the engine's way) or not
     answer_tokens: int | None = 60  # None: the whole click answer
     tiles: int | None = None  # the tile budget (Settings → Model → Screenshot detail); None: the profile's
+    reuse_tiles: bool = True  # a tile with a held tile's pixels takes its embeddings (the engine's way) or is encoded
 
 
 def configure(engine: LocalEngine, mode: Mode) -> None:
@@ -148,6 +149,7 @@ def configure(engine: LocalEngine, mode: Mode) -> None:
         session.overlap_encode = mode.overlap  # type: ignore[union-attr]
     if mode.ahead is not None:
         session.encode_ahead = mode.ahead  # type: ignore[union-attr]
+    session.images.reuse_tiles = mode.reuse_tiles  # type: ignore[union-attr]
 
 
 def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSampler | ReasoningSampler]:

@@ -61,6 +61,7 @@ class Counters:
     image_tokens_evaluated: int = 0
     images_encoded: int = 0  # screenshots run through the vision encoder
     tiles_encoded: int = 0
+    tiles_reused: int = 0  # tiles whose pixels equal a held tile's: its embeddings copied, not encoded again
     image_cache_hits: int = 0
     checkpoint_restores: int = 0
     checkpoints_saved: int = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -26,6 +27,16 @@ from app.engine.gguf.model_pair import ModelFiles, check_model_files
 from app.engine.llama.forced_text import ForcedText
 from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
 from app.engine.prompt import Segment, build_prompt, image_tokens
+from app.engine.prompt_weights import (
+    ENV,
+    PATCH,
+    MiB,
+    PromptWeights,
+    choose,
+    dequantized_bytes,
+    gpu_compute_capability,
+    is_hopper,
+)
 from app.engine.template_check import layout_drift
 from app.engine.tool_call import grammar_for_profile
 
@@ -98,6 +109,33 @@ def answer_grammar(profile: Profile) -> tuple[str, ForcedText]:
     return grammar_for_profile(profile), ForcedText(profile.output_schema())
 
 
+# GGML_CUDA_RESIDENT_WEIGHTS_MB as the user set it before Deskhand started: it wins over the engine's choice
+_USER_RESIDENT = os.environ.get(ENV)
+
+
+def configure_prompt_weights(files: ModelFiles, offload: bool) -> PromptWeights:
+    """Choose, from the GPU memory left free once the model is loaded, whether llama.cpp keeps the prompt's
+    dequantized weights on the GPU (patch 0006), and tell it through its environment variable: read at each
+    weight's first product, so this takes effect for the model just loaded."""
+    from app.engine.llama.library import patch_set
+    from app.engine.llama.runtime import gpu_memory
+
+    needed = dequantized_bytes(files.text.tensors)
+    if _USER_RESIDENT is not None:
+        mib = max(0, int(_USER_RESIDENT)) if _USER_RESIDENT.strip().isdigit() else 0
+        chosen = PromptWeights(mib * MiB, needed, f"{ENV}={_USER_RESIDENT} was set before Deskhand started")
+        os.environ[ENV] = _USER_RESIDENT
+    else:
+        mem = gpu_memory() if offload else None
+        patched = any(p.startswith(PATCH) for p in patch_set().patches)
+        name = mem.name if mem is not None else "the GPU"
+        chosen = choose(needed, mem.free if mem is not None else None, gpu_offload=mem is not None, patched=patched,
+                        hopper=mem is not None and is_hopper(name, gpu_compute_capability()), gpu=name)
+        os.environ[ENV] = chosen.env_value()
+    log.info("Prompt weights: %s", chosen.describe())
+    return chosen
+
+
 class LocalEngine:
     def __init__(self, config: LocalEngineConfig) -> None:
         self.config = config
@@ -106,6 +144,7 @@ class LocalEngine:
             profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=config.max_tiles))
         self.profile: Profile = profile
         self.files: ModelFiles | None = None
+        self.prompt_weights: PromptWeights | None = None
         self.info: EngineInfo | None = None
         self._rt: object | None = None
         self._session: object | None = None
@@ -144,6 +183,7 @@ class LocalEngine:
                                          n_threads=c.n_threads, flash_attn=c.flash_attn, image_min_tokens=budget[0],
                                          image_max_tokens=budget[1]), progress, token)
         self._rt = rt
+        self.prompt_weights = configure_prompt_weights(files, offload and layers != 0)
         if rt.mrope != self.profile.family.mrope:
             self.close()
             raise ModelLoadError(

@@ -31,6 +31,7 @@ _backend_lock = threading.Lock()
 _backend_ready = False
 _LOG_LINES: deque[str] = deque(maxlen=200)
 _DEBUG, _CONT = 1, 5  # ggml_log_level
+_DEVICE_GPU = 1  # ggml_backend_dev_type: GGML_BACKEND_DEVICE_TYPE_GPU
 _last_level = 0
 
 
@@ -93,6 +94,39 @@ def contiguous_rows(parts: list[np.ndarray]) -> int | None:
 
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    name: str  # as the backend describes the device ("NVIDIA H100 80GB HBM3")
+    free: int  # bytes
+    total: int
+
+
+def gpu_memory() -> GpuMemory | None:
+    """Free and total memory of llama.cpp's first GPU device, as its backend measures them now (None: no GPU
+    device in this build)."""
+    from llama_cpp._ggml import libggml as g
+
+    if not hasattr(gpu_memory, "_typed"):
+        g.ggml_backend_dev_count.restype = ctypes.c_size_t
+        g.ggml_backend_dev_get.argtypes, g.ggml_backend_dev_get.restype = [ctypes.c_size_t], ctypes.c_void_p
+        g.ggml_backend_dev_type.argtypes, g.ggml_backend_dev_type.restype = [ctypes.c_void_p], ctypes.c_int
+        g.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
+        g.ggml_backend_dev_description.restype = ctypes.c_char_p
+        g.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                              ctypes.POINTER(ctypes.c_size_t)]
+        gpu_memory._typed = True  # type: ignore[attr-defined]
+    _ensure_backend()
+    for i in range(int(g.ggml_backend_dev_count())):
+        dev = g.ggml_backend_dev_get(i)
+        if g.ggml_backend_dev_type(dev) != _DEVICE_GPU:
+            continue
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        g.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        name = (g.ggml_backend_dev_description(dev) or b"GPU").decode("utf-8", "replace")
+        return GpuMemory(name, int(free.value), int(total.value))
+    return None
 
 
 def _memory_failure(text: str) -> bool:
