@@ -10,12 +10,12 @@ import os
 
 import pytest
 
+from app.doctor.checks import check_prompt_weights
 from app.domain.cancel import CancelToken
 from app.engine import prompt_weights as pw
 from app.engine.gguf.header import read_gguf
 from app.engine.llama import library, runtime
 from app.engine.llama.engine import LocalEngine, LocalEngineConfig
-from app.setup.doctor.checks import check_prompt_weights
 from app.setup.gpu import GPU, GPUReport
 from tests.fixtures import gguf_models as gm
 
@@ -57,7 +57,7 @@ def test_a_12b_shaped_model_needs_about_23_gib_of_copies():
     (int(3.5 * GiB), 0, "dequantized every step"),  # under 1 GiB of room: off
 ])
 def test_the_budget_follows_the_free_memory(free, budget, mode):
-    got = pw.choose(23 * GiB, free, gpu_offload=True, patched=True, hopper=True)
+    got = pw.choose(23 * GiB, free, gpu_offload=True, patched=True, hopper=True, measured=True)
     assert (got.budget, got.mode) == (budget, mode)
     assert got.env_value() == str(budget >> 20)
     assert "left free once the model is loaded" in got.describe()
@@ -74,6 +74,13 @@ def test_off_where_there_is_nothing_to_keep(kw, why):
     assert got.budget == 0 and got.mode == "dequantized every step" and why in got.why
     assert pw.choose(0, 60 * GiB, gpu_offload=True, patched=True, hopper=True).why == \
         "the model has no quantized matrices to dequantize"
+
+
+def test_off_until_the_patch_is_measured_on_a_gpu_and_the_message_says_how_to_turn_it_on():
+    assert not pw.MEASURED_ON_GPU  # flip it only with a GPU run's figures in benchmarks/results/
+    got = pw.choose(23 * GiB, 60 * GiB, gpu_offload=True, patched=True, hopper=True)
+    assert got.budget == 0 and "not yet measured on a GPU" in got.why
+    assert f"{pw.ENV}={23 * 1024}" in got.why
 
 
 def test_hopper_by_compute_capability_else_by_name():
@@ -113,6 +120,13 @@ def test_the_engine_tells_llama_cpp_at_load(quantized_pair, monkeypatch):
     monkeypatch.setattr(runtime, "gpu_memory", lambda: runtime.GpuMemory(H100, 60 * GiB, 80 * GiB))
     monkeypatch.setattr(library, "patch_set", lambda: library.PatchSet("deskhand-x", (pw.PATCH + ".patch",)))
     engine = _load(text, mmproj)
+    try:  # not measured on a GPU yet: off, and said
+        assert os.environ[pw.ENV] == "0"
+        assert engine.prompt_weights is not None and "not yet measured" in engine.prompt_weights.why
+    finally:
+        engine.close()
+    monkeypatch.setattr(pw, "MEASURED_ON_GPU", True)
+    engine = _load(text, mmproj)
     try:
         assert os.environ[pw.ENV] == str(need >> 20)
         assert engine.prompt_weights is not None and engine.prompt_weights.mode == "kept dequantized"
@@ -126,7 +140,7 @@ def test_the_doctor_says_which_mode_and_why(quantized_pair):
     h100 = GPU(0, H100, 80 * GiB, 1 * GiB, "580.159")
     cuda = GPUReport((h100,), "", True, "0.3.36", "", f"llama.cpp patch set deskhand-x (0002-x, {pw.PATCH})")
     check = check_prompt_weights(cuda, tensors, 60 * GiB)
-    assert check.name == "Prompt weights" and check.detail.startswith("kept dequantized: the BF16 copies (")
+    assert check.name == "Prompt weights" and "not yet measured on a GPU" in check.detail
     old = GPUReport((h100,), "", True, "0.3.36", "", "llama.cpp patch set deskhand-y (0001-x, 0002-x)")
     assert "lacks Deskhand's patch" in check_prompt_weights(old, tensors, 60 * GiB).detail
     rtx = GPU(0, "NVIDIA GeForce RTX 4090", 24 * GiB, 0, "580")
