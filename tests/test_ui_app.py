@@ -316,7 +316,8 @@ def test_history_saves_a_run_that_worked_as_a_task_with_its_typed_text_as_a_vari
     done = rec.start_run("Sign in as alice@example.com", "m", {}, False)
     typing = Write("alice@example.com", point=_point(300, 190), element="email")
     rec.add_step(done, StepRecord(1, image=screen_image((960, 540)), action=tool_call_of(typing),
-                                  description="Type into 'email'", decision="approve"))
+                                  description="Type into 'email'", decision="approve",
+                                  executed={"tool": "write"}))  # done: a saved task holds only steps done
     rec.finish_run(done, "answered", "ok", "The model finished the task.")
     failed = rec.start_run("A run that failed", "m", {}, False)
     rec.finish_run(failed, "failed", "", "It did not work.")
