@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.agent.lookalikes import plain
-from app.desktop.key_sending import sent_combo
+from app.desktop.key_sending import sent_combo, sent_key
 from app.desktop.windows import WindowInfo
 from app.domain.accessible import AccessibleElement
 from app.domain.actions import (
@@ -108,6 +108,21 @@ def load_rules(path: Path | None = None) -> RiskRules:
 def panic_keys(spec: str) -> frozenset[str]:
     """pynput hotkey syntax ("<shift>+<esc>") -> the keys it sends."""
     return sent_combo(parse_keys([p.strip("<>") for p in spec.split("+")]))
+
+
+def held_combo(keys: frozenset[str], combos: Sequence[frozenset[str]]) -> frozenset[str] | None:
+    """The largest combination that pressing `keys` holds down. The executor presses every key before releasing
+    any, so a combination is sent whatever else is pressed with it or first (ctrl+alt+delete+a, shift+ctrl+alt+
+    delete): a rule matches every superset of its keys, not only the exact set."""
+    return max((combo for combo in combos if combo <= keys), key=len, default=None)
+
+
+def _held(action: KeyPress, combo: frozenset[str]) -> str:
+    """How a verdict names the keys: as written, and the rule's combination they hold where it is not all of them."""
+    written = "+".join(action.keys)
+    if combo == sent_combo(action.keys):
+        return written
+    return f"{written} holds {'+'.join(k for k in action.keys if sent_key(k) in combo)} down and"
 
 
 def enters(action: Action) -> bool:
@@ -208,8 +223,8 @@ def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, r
         return f"clicking “{action.element}” ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, KeyPress):
         keys = frozenset(action.keys)
-        if sent_combo(keys) in rules.risky_keys:
-            return f"{'+'.join(action.keys)} {rules.risky_keys_why}"
+        if combo := held_combo(sent_combo(keys), rules.risky_keys):
+            return f"{_held(action, combo)} {rules.risky_keys_why}"
         after_selection = bool(keys & rules.delete_after_selection) and _made_selection(previous)
         after_click = bool(keys & rules.delete_after_click) and isinstance(previous, (Click, Drag))
         if len(keys) == 1 and (after_selection or after_click):
@@ -252,11 +267,11 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
     element at the target point, or with the keyboard focus for keys (None where the tree says nothing)."""
     if isinstance(action, KeyPress):
         keys = sent_combo(action.keys)
-        if keys == panic_keys(config.panic_hotkey):
-            return Verdict("refuse", f"{'+'.join(action.keys)} is Deskhand's own panic hotkey: pressing it would "
+        if (panic := panic_keys(config.panic_hotkey)) <= keys:
+            return Verdict("refuse", f"{_held(action, panic)} is Deskhand's own panic hotkey: pressing it would "
                                      "stop this run.", risky=True)
-        if keys in config.rules.refused_keys:
-            return Verdict("refuse", f"{'+'.join(action.keys)} {config.rules.refused_why}.", risky=True)
+        if combo := held_combo(keys, config.rules.refused_keys):
+            return Verdict("refuse", f"{_held(action, combo)} {config.rules.refused_why}.", risky=True)
     repeats = _repeats(action, history)
     if isinstance(action, AskUser):
         return Verdict("ask", "The model asks you a question; your answer goes back to it.")
