@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.eval.replay.asking import StepResult
+from app.eval.replay.asking import StepResult, skipped_lines
 from app.eval.replay.judge import CLOSE
 from app.eval.stats import Rate, percentile
 
@@ -113,7 +113,7 @@ def notes(s: dict[str, Any]) -> list[str]:
         out.append(f"{o['redacted']} step(s) typed text the record keeps as “[redacted]” (a password field): "
                    "compared by kind and point, never by the text; their prompts show “[redacted]” too.")
     if s["runs"]["skipped"]:
-        out.append("Not replayed: " + "; ".join(f"run {i}: {why}" for i, why in s["runs"]["skipped"].items()) + ".")
+        out.append("Not replayed: " + "; ".join(skipped_lines(s["runs"]["skipped"])) + ".")
     if s["not_scored"]:
         out.append("Steps not scored: " + ", ".join(f"{n} {why}" for why, n in s["not_scored"].items()) + ".")
     return out
