@@ -114,12 +114,15 @@ def run(args: argparse.Namespace) -> int:
         say(f"results: {out}")
         summary = replay(runs, p, v, out, token, say, where)
     except DeskhandError as exc:
-        if (out / "results.jsonl").exists():
-            say(f"{exc}\n(the results so far are in {out / 'results.jsonl'}, the summary in {out / 'summary.md'})")
+        results = out / "results.jsonl"
+        if results.exists() and results.stat().st_size:
+            summary_md = out / "summary.md"
+            kept = f", the summary in {summary_md}" if summary_md.exists() else ""
+            say(f"{exc}\n(the results so far are in {results}{kept})")
             return EXIT_FAILED
         say(str(exc))
         with contextlib.suppress(OSError):
-            for name in ("summary.json", "summary.md"):
+            for name in ("summary.json", "summary.md", "results.jsonl"):
                 (out / name).unlink(missing_ok=True)
             out.rmdir()  # nothing was measured: no empty results folder left behind
         return EXIT_USAGE

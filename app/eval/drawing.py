@@ -4,16 +4,23 @@ the target drawn in green, the predicted point in red)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
 
-from app.eval.runner import ItemResult
+from app.eval.runner import ItemResult, write_whole
 from app.eval.targets import Box, Polygon, in_pixels
 
 W, ROW, LABEL = 900, 22, 260
+
+
+def _save(img: Image.Image, path: Path) -> None:
+    data = io.BytesIO()
+    img.save(data, format="PNG")
+    write_whole(path, data.getvalue())
 
 
 def chart(s: dict[str, Any], key: str, seconds: Sequence[float], path: Path) -> None:
@@ -46,7 +53,7 @@ def chart(s: dict[str, Any], key: str, seconds: Sequence[float], path: Path) -> 
             x0 = 20 + b * bw
             d.rectangle((x0, top + hist_h - 10 - (hist_h - 40) * c / peak, x0 + bw - 2, top + hist_h - 10),
                         fill=(120, 120, 120))
-    img.save(path)
+    _save(img, path)
 
 
 def misses(results: Sequence[ItemResult], path: Path, limit: int = 24, cell: int = 220) -> int:
@@ -90,5 +97,5 @@ def misses(results: Sequence[ItemResult], path: Path, limit: int = 24, cell: int
         sheet.paste(piece, (x0, y0))
         d.text((x0 + 4, y0 + cell + 2), f"{r.item.id[:28]}: {r.action}", fill="black")
         d.text((x0 + 4, y0 + cell + 14), r.item.instruction[:34], fill=(90, 90, 90))
-    sheet.save(path)
+    _save(sheet, path)
     return len(wrong)

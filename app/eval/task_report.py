@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.eval.runner import write_whole
 from app.eval.stats import Rate, percentile
 
 STATUSES = ("passed", "failed", "skipped", "error", "stopped")
@@ -98,5 +99,5 @@ def markdown(s: dict[str, Any]) -> str:
 
 
 def write(folder: Path, s: dict[str, Any]) -> None:
-    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
+    write_whole(folder / "summary.json", json.dumps(s, ensure_ascii=False, indent=2) + "\n")
+    write_whole(folder / "summary.md", markdown(s))

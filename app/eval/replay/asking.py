@@ -28,6 +28,7 @@ from app.domain.proposal import Observation, PastStep
 from app.engine.base import Engine
 from app.eval.replay.history import RecordedRun, RecordedStep
 from app.eval.replay.judge import Reference, Score, reference_of, score
+from app.eval.runner import not_written
 
 IMAGES_KEPT = 5  # screenshots the loop keeps for an engine without a profile to ask (app.agent.loop.RunConfig)
 Progress = Callable[[int, int, "StepResult"], None]
@@ -201,6 +202,12 @@ class Asker:
     def run(self, planned: Sequence[Planned]) -> list[StepResult]:
         total = sum(len(p.asked) for p in planned)
         done: list[StepResult] = []
+        try:
+            return self._run(planned, total, done)
+        except OSError as exc:  # the disk filled up (or went read-only) part-way: what was written stays
+            raise not_written(exc, self.results) from None
+
+    def _run(self, planned: Sequence[Planned], total: int, done: list[StepResult]) -> list[StepResult]:
         with self.results.open("a", encoding="utf-8") as out:
             for p in planned:
                 wanted = {(s.step, s.attempt): ref for s, ref in p.asked}

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.eval.replay.asking import StepResult, skipped_lines
 from app.eval.replay.judge import CLOSE
+from app.eval.runner import write_whole
 from app.eval.stats import Rate, percentile
 
 PRIVATE = ("Offline and private: the model ran on {where}; your screenshots, tasks and steps "
@@ -188,5 +189,5 @@ def markdown(s: dict[str, Any]) -> str:
 
 
 def write(folder: Path, s: dict[str, Any]) -> None:
-    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
+    write_whole(folder / "summary.json", json.dumps(s, ensure_ascii=False, indent=2) + "\n")
+    write_whole(folder / "summary.md", markdown(s))
