@@ -221,6 +221,23 @@ def test_a_click_the_model_calls_ok_on_a_button_named_delete_account_asks_and_th
     dialog.hide()
 
 
+def test_a_drag_onto_a_risky_control_is_asked_in_a_run(a11y, qt, lookup, tmp_path):
+    """The mutation audit: the run looked up only a drag's start; what it is dropped onto (the Trash, a Delete
+    button) makes it risky whatever was dragged and whatever the model called it."""
+    element_named(lookup, qt.centre("delete"), "Delete account")
+    label = qt.widgets["value_label"]
+    start = (label[0] + 4, label[1] + label[3] // 2)
+    end = model_point(*qt.centre("delete"))
+    drag = {"tool_name": "drag", "element": "note", **model_point(*start), "to_x": end["x"], "to_y": end["y"]}
+    rig = Rig(tmp_path, [drag, {"tool_name": "answer", "content": "done"}], auto_approve=True)
+    t = rig.start()
+    e = rig.wait_for(ev.StepProposed)
+    assert e.needs_decision and e.risky and "dropping onto the button “Delete account”" in e.reason, e.reason
+    rig.gate.resolve(1, Decision("reject"))
+    t.join(30)
+    assert rig.finished is not None
+
+
 def test_an_element_renamed_under_an_unchanged_picture_makes_the_step_proposed_again(a11y, qt, lookup, tmp_path):
     element_named(lookup, qt.centre("save"), "Save")
     click = {"tool_name": "click", "element": "Save", **model_point(*qt.centre("save"))}

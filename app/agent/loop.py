@@ -30,6 +30,7 @@ from app.domain.actions import (
     Action,
     Answer,
     AskUser,
+    Drag,
     KeyPress,
     Wait,
     Write,
@@ -243,7 +244,7 @@ class Run:
         st.found = found = self.look_up(action, screen_point)
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
-                         self.proposed, window, found)
+                         self.proposed, window, found, self.look_up_drop(action, st.shot))
         self.keep_secret(st.n, action, window, element=found)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
@@ -276,6 +277,15 @@ class Run:
         if isinstance(action, (Write, KeyPress)):
             return self.elements.focused()
         return None
+
+    def look_up_drop(self, action: Action, shot: Any) -> AccessibleElement | None:
+        """The element at a drag's end: a file dropped on the Trash is a deletion, whatever was dragged."""
+        if self.elements is None or not isinstance(action, Drag):
+            return None
+        try:
+            return self.elements.element_at(*shot.to_input(action.end))
+        except ActionError:  # the end lies off every monitor: the executor refuses it
+            return None
 
     def keep_secret(self, step: int, action: Action, window: Any, answer: str = "",
                     element: AccessibleElement | None = None) -> None:
@@ -354,7 +364,7 @@ class Run:
             edited_target = target_of(action)
             st.found = self.look_up(action, st.shot.to_input(edited_target) if edited_target is not None else None)
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
-                            st.shot.target_window(action), st.found)
+                            st.shot.target_window(action), st.found, self.look_up_drop(action, st.shot))
             self.keep_secret(st.n, action, st.shot.target_window(action), element=st.found)
             final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
                             reason=f"{final.reason} Edited: {judged.reason}")

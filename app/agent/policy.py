@@ -200,24 +200,30 @@ def _is_shell(window: WindowInfo, rules: RiskRules) -> bool:
     return bool(who & rules.shell_apps) or any(p.search(window.title) for p in rules.shell_titles)
 
 
-def _real_target_risk(action: Action, element: AccessibleElement | None, rules: RiskRules) -> str:
-    """What the accessibility tree makes risky whatever the model wrote: a click on a control whose accessible
-    name is a risky word, typing into a field whose role or state is password."""
+def _real_target_risk(action: Action, element: AccessibleElement | None, rules: RiskRules,
+                      drop: AccessibleElement | None = None) -> str:
+    """What the accessibility tree makes risky whatever the model wrote: a click on (or a drag from) a control whose
+    accessible name or description holds a risky word, a drag onto one (a file dropped on the Trash), typing into a
+    field whose role or state is password."""
+    if isinstance(action, Drag) and drop is not None and not drop.container and (
+            m := _search(rules.click_words, drop.words())):
+        return f"dropping onto the {drop.label()} ({rules.click_why}: “{m.group(0)}”)"
     if element is None:
         return ""
     if isinstance(action, (Click, Drag)) and not element.container and (
             m := _search(rules.click_words, element.words())):
-        return f"clicking the {element.label()} ({rules.click_why}: “{m.group(0)}”)"
+        doing = "clicking" if isinstance(action, Click) else "dragging from"
+        return f"{doing} the {element.label()} ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, Write) and element.password:
         return f"{rules.password_why} (the {element.label()} is a password field)"
     return ""
 
 
 def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules,
-         element: AccessibleElement | None = None) -> str:
+         element: AccessibleElement | None = None, drop: AccessibleElement | None = None) -> str:
     """Why the action is risky, or '' if it is not."""
     previous = history[-1] if history else None
-    if why := _real_target_risk(action, element, rules):
+    if why := _real_target_risk(action, element, rules, drop):
         return why
     if isinstance(action, Click) and action.element and (m := _search(rules.click_words, action.element)):
         return f"clicking “{action.element}” ({rules.click_why}: “{m.group(0)}”)"
@@ -262,9 +268,11 @@ def sensitive(action: Action, history: Sequence[Action], window: WindowInfo | No
 
 
 def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
-           window: WindowInfo | None = None, element: AccessibleElement | None = None) -> Verdict:
+           window: WindowInfo | None = None, element: AccessibleElement | None = None,
+           drop: AccessibleElement | None = None) -> Verdict:
     """`history`: the actions proposed earlier in this run, oldest first; `element`: the accessibility tree's
-    element at the target point, or with the keyboard focus for keys (None where the tree says nothing)."""
+    element at the target point, or with the keyboard focus for keys (None where the tree says nothing); `drop`:
+    the element at a drag's end."""
     if isinstance(action, KeyPress):
         keys = sent_combo(action.keys)
         if (panic := panic_keys(config.panic_hotkey)) <= keys:
@@ -279,10 +287,10 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
         return Verdict("auto", "No input: the result goes to you.")
     if repeats >= config.loop_limit:
         return Verdict("ask", f"The same action was proposed {repeats} times in a row; the run may be stuck.",
-                       risky=bool(risk(action, history, window, config.rules, element)))
+                       risky=bool(risk(action, history, window, config.rules, element, drop)))
     if not isinstance(action, INPUT_ACTIONS):
         return Verdict("auto", "No input: Deskhand only waits.")
-    if why := risk(action, history, window, config.rules, element):
+    if why := risk(action, history, window, config.rules, element, drop):
         return Verdict("ask", f"Risky: {why}. Risky actions are always asked about.", risky=True)
     if config.auto_approve and isinstance(action, (Write, KeyPress)) and window is None:
         # the shell and submit rules need the receiving window; without it, keys are not "safe"
