@@ -423,6 +423,11 @@ class Run:
         except ActionError as exc:
             self.record(replace(final, error=exc.what))
             return f"Deskhand could not perform the action: {exc.what}"
+        except DeskhandError as exc:  # the display went away mid-action: the step is recorded, the run ends with it
+            sent = getattr(self.executor, "events_sent", None)
+            self.record(replace(final, error=exc.what, executed={"tool": action.tool_name, "failed": True,
+                                                                 "events": sent}))
+            raise
         where = outcome.points[0] if outcome.points else None
         self.publish(ev.StepExecuted(self.run_id, st.n, outcome.description, where, outcome.duration_s))
         self.record(replace(final, executed=outcome.as_json()))
