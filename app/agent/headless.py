@@ -282,7 +282,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
                 with contextlib.suppress(DeskhandError):
                     recorder.finish_run(run_id, outcome, answer, cfg.note + message)
             with contextlib.suppress(Exception):
-                recorder.close()
+                if said := recorder.close():  # rows a lock or a full disk kept out: where they are, or lost
+                    echo(f"warning: {said}")
         live.close()
         if trajectory is not None:
             trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)
