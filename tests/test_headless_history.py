@@ -130,6 +130,8 @@ def test_a_history_the_run_cannot_use_as_it_is_means_a_notice_not_a_traceback(de
     assert "Traceback" not in err and said in err, err
     assert result["outcome"] == "answered" and result["trajectory"]
     assert _trajectory_lines(result)[-1]["outcome"] == "answered"  # the trajectory is whole either way
+    if "without history" in said:  # D1–D3 of the 2026-12-06 pass: it printed "run 0 answered"
+        assert "run 0" not in err and "the run (not in the history) answered" in err, err
     if "damaged" in said:  # kept aside, and the run recorded in a new history
         assert list(db.parent.glob(f"{db.stem}.corrupt-*{db.suffix}")), \
             sorted(p.name for p in db.parent.iterdir())

@@ -22,7 +22,7 @@ from typing import Any
 
 from PIL import Image
 
-from app.agent.database_file import is_locked, who_holds
+from app.agent.database_file import RUNS_COLUMNS, is_locked, who_holds
 from app.agent.kept_rows import described, forget_kept, give_up_reserve, keep, kept, make_reserve
 from app.domain.errors import DeskhandError
 
@@ -120,9 +120,8 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.execute("PRAGMA foreign_keys=ON")
-    ours = {"id", "task", "started_at", "status"}
     columns = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
-    if columns and not ours <= columns:  # another program's "runs": add nothing to its file
+    if columns and not columns >= RUNS_COLUMNS:  # another program's "runs": add nothing to its file
         con.close()
         raise ForeignHistory(f"{db} is not a Deskhand history (its runs table has other columns)")
     con.executescript(SCHEMA)
