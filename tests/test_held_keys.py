@@ -7,6 +7,7 @@ after the N-th press has reached the X server: the worst moment, made exact."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -63,6 +64,9 @@ def _next_start_releases(desktop, home, env) -> None:
     nxt = subprocess.run([sys.executable, "-m", "app", "do", move, "--yes"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=120)
     assert nxt.returncode == 0, nxt.stderr
+    # the log names what it released, never a character of what was being typed (typed text stays out of logs)
+    assert "released what a Deskhand that died mid-action left held" in nxt.stderr, nxt.stderr
+    assert not re.search(r"key \S(?=,|\n|$)", nxt.stderr), nxt.stderr
     assert pressed_keys(desktop.display) == [], "the next start left a key down"
     assert pointer_state(desktop.display)[2] == 0, "the next start left the button down"
     assert not note.exists()
