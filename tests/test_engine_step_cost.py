@@ -130,3 +130,28 @@ def test_fast_forward_decodes_the_grammar_s_forced_text_in_batches(tiny_model_pa
     # keys, commas and braces came from the grammar, not from one sampled token each; the answer is whole
     assert 0.2 * on.counters.tokens_generated < on.counters.tokens_forced < on.counters.tokens_generated
     assert json.loads(on.raw)["tool_call"]["tool_name"] == on.action.tool_name
+
+
+def test_a_step_proposed_again_after_the_prefetch_restores_from_its_own_observation(engines):
+    """The mutation audit ("one observation checkpoint too few"): the prefetch has already laid out the next step's
+    prefix (one more observation checkpoint, and the oldest shown screenshot made a placeholder) when the loop
+    takes a step out (its target changed) and proposes it again: the image budget's observations plus that one must
+    still be restorable, or the step is evaluated again from the system prompt."""
+    eng = engines["sliding"]
+    task = "Proposed again"
+    history: list[PastStep] = []
+    reused = []
+    for i in range(1, 7):
+        obs = screenshot(i, feedback="Done." if i > 1 else "")
+        ans = eng.respond(task, obs, history, CancelToken())
+        history.append(PastStep(obs, ans.raw))
+        eng.prepare_next(task, history, CancelToken())
+        if i >= 3:
+            history.pop()  # as the loop does with a stale target: the same step, on a fresh screenshot
+            fresh = screenshot(i + 50, feedback="Done.")
+            again = eng.respond(task, fresh, history, CancelToken())
+            assert again.counters.checkpoint_restores == 1 and again.counters.rebuilds == 0, i
+            reused.append(again.counters.tokens_reused)
+            history.append(PastStep(fresh, again.raw))
+    # each time from the observation where the prompts part, which moves on one step at a time
+    assert reused == sorted(reused) and len(set(reused)) == len(reused), reused
