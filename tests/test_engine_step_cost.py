@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app.domain.cancel import CancelToken
@@ -155,3 +156,26 @@ def test_a_step_proposed_again_after_the_prefetch_restores_from_its_own_observat
             history.append(PastStep(fresh, again.raw))
     # each time from the observation where the prompts part, which moves on one step at a time
     assert reused == sorted(reused) and len(set(reused)) == len(reused), reused
+
+
+@pytest.mark.parametrize("drop", ["sliding", "blocks"])
+def test_a_restored_context_gives_the_logits_of_one_evaluated_from_scratch(engines, drop):
+    """The mutation audit: the attention cache trimmed on restore one position late went unnoticed (every count
+    stayed the same). Step 4's prompt evaluated from the restored checkpoint and from an empty context give the
+    same next-token logits."""
+
+    eng = engines[drop]
+    task = f"Restore exactly ({drop})"
+    answers, _ = _steps(eng, 3, prefetch=False, task=task)
+    history = [PastStep(screenshot(i, feedback="Done." if i > 1 else ""), a.raw) for i, a in enumerate(answers, 1)]
+    session = eng._session
+    prompt = eng._prompt(task, screenshot(4, feedback="Done."), history)
+    stats = session.prepare(prompt, eng.max_tokens, CancelToken())  # screenshot 1 is a placeholder from here
+    assert stats.counters.checkpoint_restores == 1 and stats.counters.tokens_reused > 0
+    restored = np.array(session.rt.logits(), dtype=np.float64)
+    session.reset()
+    assert session.prepare(prompt, eng.max_tokens, CancelToken()).counters.tokens_reused == 0
+    fresh = np.array(session.rt.logits(), dtype=np.float64)
+    assert np.all(np.isfinite(fresh))
+    # the same numbers (0.0 apart on the CPU); one stale attention entry kept at the restored position: 3e-5
+    assert np.abs(restored - fresh).max() <= 1e-6 * max(1.0, np.abs(fresh).max()), np.abs(restored - fresh).max()
