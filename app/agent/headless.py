@@ -280,7 +280,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         if recorder is not None:
             if decider.finished is None or cfg.note:  # the loop did not record the end (it never started)
                 with contextlib.suppress(DeskhandError):
-                    recorder.finish_run(run_id, outcome, answer, cfg.note + message)
+                    recorder.finish_run(run_id, outcome, without_secrets(answer, decider.secrets),
+                                        without_secrets(cfg.note + message, decider.secrets))
             with contextlib.suppress(Exception):
                 if said := recorder.close():  # rows a lock or a full disk kept out: where they are, or lost
                     echo(f"warning: {said}")
