@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
-from app.cli.shared.unknown_option import find_unknown_option, unknown_option_message
+from app.cli.shared.unknown_option import find_unknown_option, numbers_are_values, unknown_option_message
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     # prog: each command's usage and errors start `deskhand run`, not with the two-line usage above
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="deskhand")
     register_all(sub)
-    return parser
+    return numbers_are_values(parser)
 
 
 GLOBAL_VALUE_OPTIONS = ("--base-dir",)  # global options that take a value: their value is not a command

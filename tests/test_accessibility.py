@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -220,6 +221,23 @@ def test_a_click_the_model_calls_ok_on_a_button_named_delete_account_asks_and_th
     dialog.hide()
 
 
+def test_a_drag_onto_a_risky_control_is_asked_in_a_run(a11y, qt, lookup, tmp_path):
+    """The mutation audit: the run looked up only a drag's start; what it is dropped onto (the Trash, a Delete
+    button) makes it risky whatever was dragged and whatever the model called it."""
+    element_named(lookup, qt.centre("delete"), "Delete account")
+    label = qt.widgets["value_label"]
+    start = (label[0] + 4, label[1] + label[3] // 2)
+    end = model_point(*qt.centre("delete"))
+    drag = {"tool_name": "drag", "element": "note", **model_point(*start), "to_x": end["x"], "to_y": end["y"]}
+    rig = Rig(tmp_path, [drag, {"tool_name": "answer", "content": "done"}], auto_approve=True)
+    t = rig.start()
+    e = rig.wait_for(ev.StepProposed)
+    assert e.needs_decision and e.risky and "dropping onto the button “Delete account”" in e.reason, e.reason
+    rig.gate.resolve(1, Decision("reject"))
+    t.join(30)
+    assert rig.finished is not None
+
+
 def test_an_element_renamed_under_an_unchanged_picture_makes_the_step_proposed_again(a11y, qt, lookup, tmp_path):
     element_named(lookup, qt.centre("save"), "Save")
     click = {"tool_name": "click", "element": "Save", **model_point(*qt.centre("save"))}
@@ -286,6 +304,59 @@ def test_deskhand_inspect_names_the_element_at_a_pixel_and_the_focused_one(a11y,
     assert json.loads(focused.stdout)["element"]["name"] == "Value"
     bad = inspect(a11y, str(x))
     assert bad.returncode == 2 and "give both X and Y" in bad.stderr
+
+
+EVIL = "\x1b]0;PWNED\x07\x1b[2J\x1b]52;c;aGk=\x07Save\x9b31m\u202e"
+
+
+def test_deskhand_inspect_prints_an_application_s_names_without_their_escapes(a11y, qt, lookup):
+    """AX17 of the 2026-12-06 pass: a button named with OSC/CSI escapes changed the terminal's title, cleared it
+    and wrote the clipboard (OSC 52); AX19: a 200,000-character name was printed whole."""
+    x, y = qt.centre("save")
+    try:
+        qt.request(cmd="rename", widget="save", accessible=EVIL)
+        element_named(lookup, (x, y), EVIL)
+        out = inspect(a11y, str(x), str(y))
+        assert out.returncode == 0, out.stderr
+        assert "\\x1b]0;PWNED\\x07\\x1b[2J\\x1b]52;c;aGk=\\x07Save\\x9b31m\\u202e" in out.stdout, out.stdout
+        assert not any(c in out.stdout for c in "\x1b\x07\x9b\u202e")
+        as_json = inspect(a11y, str(x), str(y), "--json")
+        assert json.loads(as_json.stdout)["element"]["name"] == EVIL  # the same value, escaped as JSON
+        assert not any(c in as_json.stdout for c in "\x1b\x07\x9b\u202e")
+
+        long = "Save " + "x" * 200_000
+        qt.request(cmd="rename", widget="save", accessible=long)
+        element_named(lookup, (x, y), long)
+        out = inspect(a11y, str(x), str(y))
+        assert out.returncode == 0 and len(out.stdout) < 5_000 and "(200,005 characters)" in out.stdout
+    finally:
+        qt.request(cmd="rename", widget="save", accessible="Save")
+
+
+def test_deskhand_inspect_takes_any_number_as_a_coordinate(a11y):
+    """AX12: `inspect -1e308 0` was "unknown option -1e308" (argparse reads only -N and -N.N as numbers)."""
+    for args in (["-1e308", "0"], ["-1e308", "-1e308"], ["0", "-inf"], ["-2.5E3", "10"]):
+        out = inspect(a11y, *args)
+        assert out.returncode == 2 and "is outside the screenshot" in out.stderr, (args, out.stderr)
+        assert "unknown option" not in out.stderr
+
+
+def test_a_stopped_application_is_said_not_to_answer(a11y, qt, lookup):
+    """AX20/AX21: with the application SIGSTOPped, `inspect` said "Nothing the accessibility tree knows is there"
+    after the bound: now it says who did not answer."""
+    x, y = qt.centre("delete")
+    element_named(lookup, (x, y), "Delete account")
+    os.kill(qt.proc.pid, signal.SIGSTOP)
+    try:
+        for args in ([str(x), str(y)], ["--focused"]):
+            out = inspect(a11y, *args)
+            assert out.returncode == 1, (args, out.stdout, out.stderr)
+            assert "got no answer within 2 s" in out.stderr and f"(process {qt.proc.pid}) does not answer" in \
+                out.stderr, out.stderr
+            assert "Nothing the accessibility tree knows" not in out.stdout
+    finally:
+        os.kill(qt.proc.pid, signal.SIGCONT)
+    element_named(lookup, (x, y), "Delete account")  # and it answers again once it runs
 
 
 def test_deskhand_do_says_what_the_action_really_touches_before_it_asks(a11y, qt, lookup):
@@ -393,6 +464,42 @@ def test_a_lookup_past_its_bound_is_abandoned_and_the_next_one_answers_once_the_
         assert wait_until(lambda: lk.focused(bound_s=5.0), 10, "a fresh lookup").name == "Now"
     finally:
         lk.close()
+
+
+class RecordingBackend(SlowBackend):
+    """Records the deadline each lookup was given, and when it began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, float]] = []
+
+    def element_at(self, x: int, y: int, deadline: float) -> AccessibleElement | None:
+        self.calls.append((time.monotonic(), deadline))
+        return super().element_at(x, y, deadline)
+
+
+def test_a_step_s_lookup_has_150_ms_and_its_caller_waits_no_longer_than_that_and_a_margin():
+    """The mutation audit: a longer budget (or a caller that waits past it) went unnoticed. The deadline is checked
+    exactly (it is handed to the backend); the caller's wait only from below and far above."""
+    backend = RecordingBackend()
+    lk = BoundedLookup(lambda: backend)  # what open_lookup() gives a run
+    try:
+        assert lk.available()
+        before = time.monotonic()
+        assert lk.element_at(5, 5) is None and lk.late == 1  # the application never answers in time
+        waited = time.monotonic() - before
+        began, deadline = backend.calls[0]
+        assert deadline - before >= 0.15 - 1e-9  # the whole 150 ms ...
+        assert deadline - began <= 0.15 + 1e-9  # ... and no more, counted from when the lookup was asked
+        assert 0.15 <= waited < 1.2, waited  # 150 ms + 50 ms margin; far above is a caller waiting on the app
+    finally:
+        backend.release.set()
+        lk.close()
+    runs = open_lookup()
+    try:
+        assert runs.bound_s == 0.15  # what a run gets
+    finally:
+        runs.close()
 
 
 def test_the_model_s_words_and_the_real_element_agree_loosely_and_disagree_plainly():

@@ -3,6 +3,7 @@ screenshot get specific messages or correct pixels; special-token text in a task
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 from pathlib import Path
@@ -16,8 +17,9 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ModelFileError
 from app.domain.proposal import PastStep
 from app.engine.gguf.header import read_gguf
+from app.engine.llama.sampling import GrammarSampler
 from app.engine.prompt import build_prompt
-from tests.engine_helpers import compact_profile, make_engine, screenshot
+from tests.engine_helpers import FAMILIES, compact_profile, loaded_engine, make_engine, screenshot
 
 UINT32, STRING, ARRAY = 4, 8, 9
 
@@ -101,3 +103,61 @@ def test_special_token_text_in_the_task_and_feedback_stays_plain_text(tiny_model
         assert plain[12] >= 1  # the template's own end-of-turn tokens are still parsed as such
     finally:
         engine.close()
+
+
+# ------------------------------------------------------------------ finding 7 / row N16 of the 2026-12-06 pass
+
+NAN_CASES = [("output_norm.weight", None), ("output.weight", slice(100, 110))]  # every logit NaN; ten of them
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("pair", "base"), FAMILIES)
+@pytest.mark.parametrize(("tensor", "rows"), NAN_CASES, ids=["all-logits", "ten-logits"])
+def test_a_model_with_nan_weights_is_called_broken(pair, base, tensor, rows, request, tmp_path, model_factory):
+    """A real GGUF whose weights are NaN (a broken quantization): greedy (Holotron) and top-k (Holo3.1) draws say
+    the file is broken, where the sampler reduced an empty selection (ValueError) or drew the first NaN token."""
+    good = request.getfixturevalue(pair)
+    bad = model_factory.nan_weights(good.text, tmp_path, tensor, rows=rows)
+    thinking = 0 if base == "holo31" else None
+    engine = make_engine(good._replace(text=bad), compact_profile(tmp_path, base=base, thinking=thinking))
+    engine.load(None, CancelToken())
+    try:
+        with pytest.raises(ModelFileError) as exc:
+            engine.propose("Open the settings", screenshot(1), [], CancelToken())
+    finally:
+        engine.close()
+    assert exc.value.what == "The model produced invalid numbers (NaN) — the model file is broken."
+
+
+@pytest.mark.model
+def test_propose_on_a_nan_model_says_the_file_is_broken(tiny_model_pair, model_factory, tmp_path, capsys):
+    bad = model_factory.nan_weights(tiny_model_pair.text, tmp_path)
+    shot = tmp_path / "s.png"
+    Image.new("RGB", (640, 400), (40, 90, 140)).save(shot)
+    rc = main(["propose", "--threads", "1", "--model", str(bad), "--mmproj", str(tiny_model_pair.mmproj),
+               "--screenshot", str(shot), "--task", "t"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "invalid numbers (NaN) — the model file is broken" in err and "Traceback" not in err, err
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("pair", "base"), FAMILIES)
+@pytest.mark.parametrize("poison", [math.nan, math.inf], ids=["nan", "inf"])
+def test_the_constrained_draw_never_reduces_an_empty_selection(pair, base, poison, request, tmp_path):
+    """The draw among the allowed tokens on a vector with NaN (or +inf) where the grammar allows tokens: the broken
+    model is named, not `ids[masked == masked.max()].min()` of nothing."""
+    eng = loaded_engine(request, pair, base, tmp_path)
+    rt = eng._session.rt
+    g = eng.profile.generation
+    smp = GrammarSampler(rt, eng._grammar, g.temperature, g.top_k)
+    try:
+        prompt = rt.tokenize("The window shows", special=False)
+        rt.decode_tokens(prompt, 0, True, None)
+        rt.logits()[:] = poison  # llama.cpp's own buffer, as a broken model leaves it
+        with pytest.raises(ModelFileError, match="invalid numbers"):
+            smp._constrained()
+        with pytest.raises(ModelFileError, match="invalid numbers"):
+            smp.sample()
+    finally:
+        smp.close()
+        eng.close()

@@ -87,6 +87,14 @@ def test_do_refuses_the_panic_hotkey_and_bad_json(desktop):
     assert run.returncode == 2 and "outside the screenshot" in run.stderr
 
 
+@pytest.mark.parametrize("keys", [["ctrl", "alt", "delete", "a"], ["ctrl", "alt", "shift", "delete"]], ids="+".join)
+def test_do_refuses_a_refused_combination_held_with_one_more_key(desktop, keys):
+    """Finding 2 / row 77 of the 2026-12-06 pass: `do --yes --dry-run` said "Dry run: Press Ctrl+Alt+Delete+A."."""
+    run = deskhand(desktop, "do", json.dumps({"tool_name": "key", "keys": keys}), "--yes", "--dry-run")
+    assert run.returncode == 1 and "refused" in run.stderr and "holds ctrl+alt+delete down" in run.stderr, run.stderr
+    assert "Dry run" not in run.stderr
+
+
 def test_a_dry_run_does_not_ask_and_errors_speak_to_the_person_who_typed_the_action(desktop, target):
     target.drain()
     click = json.dumps({"tool_name": "click", "element": "OK", **model(target, "button")})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app.domain.cancel import CancelToken
@@ -130,3 +131,51 @@ def test_fast_forward_decodes_the_grammar_s_forced_text_in_batches(tiny_model_pa
     # keys, commas and braces came from the grammar, not from one sampled token each; the answer is whole
     assert 0.2 * on.counters.tokens_generated < on.counters.tokens_forced < on.counters.tokens_generated
     assert json.loads(on.raw)["tool_call"]["tool_name"] == on.action.tool_name
+
+
+def test_a_step_proposed_again_after_the_prefetch_restores_from_its_own_observation(engines):
+    """The mutation audit ("one observation checkpoint too few"): the prefetch has already laid out the next step's
+    prefix (one more observation checkpoint, and the oldest shown screenshot made a placeholder) when the loop
+    takes a step out (its target changed) and proposes it again: the image budget's observations plus that one must
+    still be restorable, or the step is evaluated again from the system prompt."""
+    eng = engines["sliding"]
+    task = "Proposed again"
+    history: list[PastStep] = []
+    reused = []
+    for i in range(1, 7):
+        obs = screenshot(i, feedback="Done." if i > 1 else "")
+        ans = eng.respond(task, obs, history, CancelToken())
+        history.append(PastStep(obs, ans.raw))
+        eng.prepare_next(task, history, CancelToken())
+        if i >= 3:
+            history.pop()  # as the loop does with a stale target: the same step, on a fresh screenshot
+            fresh = screenshot(i + 50, feedback="Done.")
+            again = eng.respond(task, fresh, history, CancelToken())
+            assert again.counters.checkpoint_restores == 1 and again.counters.rebuilds == 0, i
+            reused.append(again.counters.tokens_reused)
+            history.append(PastStep(fresh, again.raw))
+    # each time from the observation where the prompts part, which moves on one step at a time
+    assert reused == sorted(reused) and len(set(reused)) == len(reused), reused
+
+
+@pytest.mark.parametrize("drop", ["sliding", "blocks"])
+def test_a_restored_context_gives_the_logits_of_one_evaluated_from_scratch(engines, drop):
+    """The mutation audit: the attention cache trimmed on restore one position late went unnoticed (every count
+    stayed the same). Step 4's prompt evaluated from the restored checkpoint and from an empty context give the
+    same next-token logits."""
+
+    eng = engines[drop]
+    task = f"Restore exactly ({drop})"
+    answers, _ = _steps(eng, 3, prefetch=False, task=task)
+    history = [PastStep(screenshot(i, feedback="Done." if i > 1 else ""), a.raw) for i, a in enumerate(answers, 1)]
+    session = eng._session
+    prompt = eng._prompt(task, screenshot(4, feedback="Done."), history)
+    stats = session.prepare(prompt, eng.max_tokens, CancelToken())  # screenshot 1 is a placeholder from here
+    assert stats.counters.checkpoint_restores == 1 and stats.counters.tokens_reused > 0
+    restored = np.array(session.rt.logits(), dtype=np.float64)
+    session.reset()
+    assert session.prepare(prompt, eng.max_tokens, CancelToken()).counters.tokens_reused == 0
+    fresh = np.array(session.rt.logits(), dtype=np.float64)
+    assert np.all(np.isfinite(fresh))
+    # the same numbers (0.0 apart on the CPU); one stale attention entry kept at the restored position: 3e-5
+    assert np.abs(restored - fresh).max() <= 1e-6 * max(1.0, np.abs(fresh).max()), np.abs(restored - fresh).max()

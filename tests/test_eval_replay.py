@@ -207,7 +207,7 @@ def test_each_thing_replay_cannot_use_gets_its_own_message(tmp_path, monkeypatch
         for f in folder.iterdir():
             f.unlink()
         assert _replay(str(first), "--engine", srv.url) == 2
-        assert f"its screenshots are no longer on disk ({folder})" in capsys.readouterr().err
+        assert f"its screenshots are no longer on disk (in {folder.parent})" in capsys.readouterr().err
         assert srv.chats == []  # nothing was asked of any model
     assert not (tmp_path / "x").exists()
 
@@ -297,3 +297,83 @@ def test_stop_keeps_every_result_so_far_and_marks_the_summary_partial(tmp_path):
     assert len((out / "results.jsonl").read_text().splitlines()) == 1
     assert json.loads((out / "summary.json").read_text())["complete"] is False
     assert "partial" in (out / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------ the 2026-12-06 pass: ER3, ER5, ER6, LD5
+
+def test_a_damaged_run_is_said_by_number_and_the_others_are_replayed(tmp_path, capsys):
+    """ER5/ER6: a start time 'yesterday' and a step's width 'wide' (a history edited by hand, or damaged) were
+    ValueError tracebacks for `--list` and for replay."""
+    import sqlite3
+
+    home = Path(os.environ["DESKHAND_HOME"])
+    good = _record(home, "open the menu", [{}, {}])
+    bad_start = _record(home, "open the file", [{}])
+    bad_width = _record(home, "close the file", [{}, {}])
+    with sqlite3.connect(default_paths(home).database) as con:
+        con.execute("UPDATE runs SET started_at = 'yesterday' WHERE id = ?", (bad_start,))
+        con.execute("UPDATE steps SET width = 'wide' WHERE run_id = ? AND step = 2", (bad_width,))
+    assert _replay("--list") == 0
+    out = capsys.readouterr().out
+    assert f"run {bad_start}'s record is damaged (its start time is 'yesterday')" in out, out
+    assert f"run {bad_width}'s record is damaged (step 2's screen width is 'wide')" in out, out
+    assert "open the menu" in out and "Traceback" not in out
+    with FakeVLLM() as srv:
+        srv.replies.extend(_answer(click(101, 100, "OK")) for _ in range(2))
+        rc = _replay("--engine", srv.url, "--out", str(tmp_path / "out"))
+        assert len(srv.chats) == 2  # the good run's two steps
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert f"run {bad_start}: its record is damaged (its start time is 'yesterday')" in err, err
+    assert f"run {bad_width}: its record is damaged (step 2's screen width is 'wide')" in err
+    assert "Traceback" not in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["runs"]["replayed"] == [good]
+    assert _replay(str(bad_start), "--engine", "http://127.0.0.1:9/v1") == 2  # nothing to ask: said, not raised
+    assert f"run {bad_start}: its record is damaged" in capsys.readouterr().err
+
+
+def test_since_over_ten_thousand_unjudged_runs_prints_a_few_lines(tmp_path, capsys):
+    """LD5: `--since 2000-01-01` over 10,000 runs printed 10,017 "run N is not replayed" lines."""
+    import sqlite3
+
+    home = Path(os.environ["DESKHAND_HOME"])
+    judged = _record(home, "open the menu", [{}])
+    with sqlite3.connect(default_paths(home).database) as con:
+        start = time.time() - 3600
+        con.executemany("INSERT INTO runs (id, task, started_at, status) VALUES (?, ?, ?, 'answered')",
+                        [(judged + i, f"task {i}", start + i / 10, ) for i in range(1, 10_001)])
+        con.executemany("INSERT INTO steps (run_id, step, recorded_at, screenshot, width, height, decision) "
+                        "VALUES (?, 1, ?, 'step-001-1.png', 640, 400, ?)",
+                        [(judged + i, start, ("skip", "refused", "stop")[i % 3]) for i in range(1, 5_001)])
+    with FakeVLLM() as srv:
+        srv.replies.append(_answer(click(101, 100, "OK")))
+        rc = _replay("--since", "2000-01-01", "--engine", srv.url, "--out", str(tmp_path / "out"))
+    err = capsys.readouterr().err
+    assert rc == 0, err[-2000:]
+    skipped = [line for line in err.splitlines() if "not replayed" in line]
+    assert 1 <= len(skipped) <= 13, len(skipped)
+    assert f"runs {judged + 5001}–{judged + 10000} (5000 runs), each: it has no recorded steps" in err, err[-3000:]
+    runs = default_paths(home).runs
+    assert f"runs {judged + 1}–{judged + 5000} (5000 runs), each: its screenshots are no longer on disk (in {runs})" \
+        in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(summary["runs"]["skipped"]) == 10_000  # each run still listed with its reason in the JSON
+    assert len(" ".join(summary["notes"])) < 5_000
+
+
+def test_a_task_with_terminal_escapes_is_listed_and_replayed_without_them(tmp_path, capsys):
+    """ER3: a run's task (a host's words through MCP) printed ESC raw by `--list`: title, clear, clipboard."""
+    home = Path(os.environ["DESKHAND_HOME"])
+    evil = "\x1b]0;PWNED\x07\x1b[2J\x1b]52;c;aGk=\x07open\x9b31m \u202eevil"
+    _record(home, evil, [{}])
+    assert _replay("--list") == 0
+    out = capsys.readouterr().out
+    assert "\\x1b]0;PWNED\\x07\\x1b[2J" in out and "\\x9b" in out and "\\u202e" in out
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e")
+    with FakeVLLM() as srv:
+        srv.replies.append(_answer(click(101, 100, "OK")))
+        assert _replay("--engine", srv.url, "--out", str(tmp_path / "out")) == 0
+        assert _replay("--engine", srv.url, "--out", str(tmp_path / "again"), "--json") == 0
+    printed = capsys.readouterr()
+    assert not any(c in printed.out + printed.err for c in "\x1b\x07\x9b\u202e")

@@ -130,6 +130,8 @@ def test_a_history_the_run_cannot_use_as_it_is_means_a_notice_not_a_traceback(de
     assert "Traceback" not in err and said in err, err
     assert result["outcome"] == "answered" and result["trajectory"]
     assert _trajectory_lines(result)[-1]["outcome"] == "answered"  # the trajectory is whole either way
+    if "without history" in said:  # D1–D3 of the 2026-12-06 pass: it printed "run 0 answered"
+        assert "run 0" not in err and "the run (not in the history) answered" in err, err
     if "damaged" in said:  # kept aside, and the run recorded in a new history
         assert list(db.parent.glob(f"{db.stem}.corrupt-*{db.suffix}")), \
             sorted(p.name for p in db.parent.iterdir())
@@ -291,3 +293,78 @@ def test_a_full_disk_mid_run_loses_no_step_and_the_run_ends_recorded(desktop, tm
     assert lines[-1]["type"] == "end" and lines[-1]["outcome"] == "step_limit"
     folder = Path(result["trajectory"])
     assert not list(folder.glob("*.tmp"))  # no partial file left behind
+
+
+# ------------------------------------------------------------------ finding 20 of the 2026-12-06 pass (rows 104, 106)
+
+def _waits(desktop, home: Path, server: FakeVLLM, tmp_path: Path, steps: int, tools: tuple[str, ...] = ("wait",)
+           ) -> tuple[int, dict, str]:
+    env = desktop.env(DESKHAND_HOME=str(home), DESKHAND_API_KEY="")
+    return _finish(subprocess.Popen(
+        [sys.executable, "-m", "app", "run", "--json", "--engine", server.url, "--task", "Wait for it", "--profile",
+         str(tool_profile(tmp_path, tools)), "--max-steps", str(steps), "--auto-approve", "safe", "--display",
+         desktop.display, "--out", str(tmp_path / "out")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+
+
+def test_a_lock_that_outlasts_the_run_keeps_its_steps_and_end_for_the_next_start(desktop, tmp_path):
+    """Row 104: a lock taken at step 1 and held past the run's end lost steps 1–4 and the end (run left
+    `running`). Now they are kept in a side file, said so, and the next start writes them."""
+    from tests.test_history_hardening import LockHolder
+
+    home = tmp_path / "home"
+    holder: list[LockHolder] = []
+
+    def lock_then_wait(body: dict) -> tuple[int, object, dict]:
+        if not holder:
+            holder.append(LockHolder(default_paths(home).database))
+        return 200, server.chunks(WAIT), {}
+
+    server = FakeVLLM(answer=WAIT, replies=[lock_then_wait] * 4)
+    try:
+        with server:
+            status, _, err = _waits(desktop, home, server, tmp_path, 4)
+        assert status == 3, err  # the step limit
+        assert "Traceback" not in err and f"locked by process {holder[0].proc.pid}" in err, err
+        kept = default_paths(home).data / "history-kept.jsonl"
+        assert (f"steps 1–4 and the end of run 1 could not be saved in the history (the history database is locked "
+                f"by process {holder[0].proc.pid}") in err and f"they are kept in {kept}" in err, err
+        assert kept.stat().st_mode & 0o777 == 0o600
+        assert _runs(home)[0]["status"] == "running"  # not yet: the lock is still there
+    finally:
+        for h in holder:
+            h.release()
+    with FakeVLLM(answer=WAIT) as server:  # the next start of any Deskhand writes them first
+        status, _, err = _waits(desktop, home, server, tmp_path, 1)
+    assert status == 3 and "steps 1–4 and the end of run 1 (kept aside when the history was locked) are now saved" \
+        in err, err
+    first = _runs(home)[-1]
+    assert first["id"] == 1 and first["status"] == "step_limit" and first["n_steps"] == 4
+    assert not kept.exists()
+
+
+def test_a_disk_that_stays_full_still_records_every_step_and_the_end(desktop, tmp_path, small_disk):
+    """Row 106: a full disk from step 2 to the end left steps 5–12 unrecorded and the run `running`. The reserve
+    given up at the first full write holds the rest of the rows and the end (without their screenshots)."""
+    home, filled = small_disk / "home", []
+
+    def fill_then_move(body: dict) -> tuple[int, object, dict]:
+        n = len([b for b in server.bodies if b.get("stream")])
+        if n == 2 and not filled:
+            filled.append(_fill(small_disk))
+        move = {"note": None, "thought": "Over there.", "tool_call": {"tool_name": "move", "x": 100 + 60 * n, "y": 500}}
+        return 200, server.chunks(json.dumps(move)), {}
+
+    server = FakeVLLM(answer=WAIT, replies=[fill_then_move] * 12)
+    with server:
+        status, _, err = _waits(desktop, home, server, tmp_path, 12, ("move",))
+    assert filled and status == 3 and "Traceback" not in err and "the disk is full" in err, err
+    con = connect(default_paths(home).database)
+    try:
+        run = list_runs(con)[0]
+        steps = [dict(r) for r in con.execute("SELECT step, screenshot, error FROM steps ORDER BY step")]
+    finally:
+        con.close()
+    assert run["status"] == "step_limit", run  # the end is recorded
+    assert [s["step"] for s in steps] == list(range(1, 13))
+    assert steps[0]["screenshot"] and all(s["screenshot"] is None and "disk" in s["error"] for s in steps[2:])

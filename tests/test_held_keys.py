@@ -7,13 +7,14 @@ after the N-th press has reached the X server: the worst moment, made exact."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
 from app.desktop.held_input import HELD_FILE
-from tests.desktop import REPO, pointer_state, pressed_keys
+from tests.desktop import REPO, pointer_state, pressed_keys, wait_until
 
 pytestmark = pytest.mark.xdisplay
 
@@ -63,6 +64,9 @@ def _next_start_releases(desktop, home, env) -> None:
     nxt = subprocess.run([sys.executable, "-m", "app", "do", move, "--yes"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=120)
     assert nxt.returncode == 0, nxt.stderr
+    # the log names what it released, never a character of what was being typed (typed text stays out of logs)
+    assert "released what a Deskhand that died mid-action left held" in nxt.stderr, nxt.stderr
+    assert not re.search(r"key \S(?=,|\n|$)", nxt.stderr), nxt.stderr
     assert pressed_keys(desktop.display) == [], "the next start left a key down"
     assert pointer_state(desktop.display)[2] == 0, "the next start left the button down"
     assert not note.exists()
@@ -108,5 +112,73 @@ def test_a_kill_right_after_the_drag_presses_the_button_leaves_a_note(desktop, t
     try:
         assert pointer_state(desktop.display)[2], "SIGKILL left the button down"
         _next_start_releases(desktop, home, env)
+    finally:
+        _cleanup(desktop, env)
+
+
+# Finding 19 of the 2026-12-06 pass: kill -9 while `write` types. The typer dies right after the first write to the
+# X server's socket that carries its N-th key press: whatever went out with that press reached the server, nothing
+# after it did. A character's press and release go out together, so no key is left down to autorepeat.
+KILLED_AFTER_A_SEND = """
+import json, os, signal, sys
+from app.desktop import xkeyboard
+from app.desktop.executor import pynput_executor
+from app.domain.actions import action_from_tool_call
+from app.domain.cancel import CancelToken
+from tests.test_executor import TWO, Shot
+
+kill_at, presses = int(sys.argv[2]), [0]
+
+class DiesAfterTheSend:
+    def __init__(self, sock):
+        self._sock = sock
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+    def send(self, data):
+        sent = self._sock.send(data)
+        if presses[0] >= kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # the N-th press is in this write (or an earlier one)
+        return sent
+
+init, fake = xkeyboard.XKeyboard.__init__, xkeyboard.XKeyboard._fake
+
+def wrapped_init(self, *a, **kw):
+    init(self, *a, **kw)
+    self._d.display.socket = DiesAfterTheSend(self._d.display.socket)
+
+def counted(self, down, code):
+    fake(self, down, code)
+    presses[0] += bool(down)
+
+xkeyboard.XKeyboard.__init__, xkeyboard.XKeyboard._fake = wrapped_init, counted
+ex = pynput_executor()
+ex.perform(action_from_tool_call(json.loads(sys.argv[1]), by_person=True), Shot(TWO.monitors[0], TWO), CancelToken())
+print("finished without the kill")
+"""
+
+
+def _x_clients(display: str) -> int:
+    from Xlib import display as xdisplay
+
+    d = xdisplay.Display(display)
+    try:
+        return len(d.res_query_clients().clients) - 1  # not this connection
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize(("what", "text", "kill_at"), [
+    ("a letter", "hello world", 3), ("a capital with its Shift", "ab Hello", 3), ("the first letter", "xyz", 1),
+    ("a character the layout lacks", "aé€b", 3)])
+def test_a_kill_mid_typing_leaves_no_key_down(desktop, target, tmp_path, what, text, kill_at):
+    before = _x_clients(desktop.display)
+    env = desktop.env(DESKHAND_HOME=str(tmp_path / "home"))
+    r = subprocess.run([sys.executable, "-c", KILLED_AFTER_A_SEND, json.dumps({"tool_name": "write", "content": text}),
+                        str(kill_at)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    try:
+        assert r.returncode == -9, (r.returncode, r.stdout, r.stderr[-3000:])
+        # the server has read everything the dead client sent once it has closed its connection
+        wait_until(lambda: _x_clients(desktop.display) <= before, 30, "the X server to close the killed typer")
+        assert pressed_keys(desktop.display) == [], f"kill -9 left {what} down (X autorepeats it)"
     finally:
         _cleanup(desktop, env)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -141,6 +142,27 @@ def test_doctor_reports_a_damaged_history(tmp_path, how):
     _corrupt(paths.database, how)
     check = check_history(paths)
     assert check.status == FAIL and "damaged" in check.detail and "moves it aside" in check.fix
+
+
+def _foreign_history(db: Path) -> None:
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT)")  # another program's database
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize(("how", "said"), [
+    (_foreign_history, "is not a Deskhand history (its runs table has other columns)"),
+    (lambda db: db.symlink_to("/dev/null"), "is not a file (a link to /dev/null)"),
+], ids=["foreign schema", "link to /dev/null"])
+def test_doctor_fails_a_history_that_run_cannot_use(tmp_path, capsys, how, said):
+    """D1/D3 of the 2026-12-06 pass: `deskhand run` rightly refused these, and the doctor said "readable and
+    intact"."""
+    paths = default_paths(tmp_path / "home").ensure()
+    how(paths.database)
+    check = check_history(paths)
+    assert check.status == FAIL and said in check.detail and "Move it out of" in check.fix, check
+    assert "intact" not in check.detail
 
 
 def test_doctor_names_who_holds_the_history_lock(tmp_path):

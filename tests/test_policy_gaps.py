@@ -7,7 +7,8 @@ import pytest
 
 from app.agent.policy import PolicyConfig, decide, sensitive
 from app.desktop.windows import WindowInfo
-from app.domain.actions import Click, KeyPress, Point, Scroll, Wait, Write
+from app.domain.accessible import AccessibleElement
+from app.domain.actions import Click, Drag, KeyPress, Point, Scroll, Wait, Write
 
 AUTO = PolicyConfig(auto_approve=True)
 P = Point(400, 300)
@@ -59,3 +60,29 @@ def test_a_tab_inside_typed_text_is_asked_like_a_line_break():
 def test_the_rules_data_refuses_the_keys_that_leave_the_session(keys):
     """Item 12: deleting ctrl+alt+delete from resources/risk_rules.json went unnoticed."""
     assert decide(KeyPress(keys), AUTO).kind == "refuse"
+
+
+# ------------------------------------------------------------------ the mutation audit of the 2026-12-06 pass
+
+def test_a_risky_accessible_description_makes_a_click_risky():
+    """The tree's description counts as its name does: a button named "OK" described "Delete the account"."""
+    ok = AccessibleElement("push button", "OK", "Delete the account and all its data")
+    verdict = decide(Click(P, "OK"), AUTO, (), EDITOR, ok)
+    assert _asked(verdict) and "“Delete”" in verdict.reason, verdict
+    assert decide(Click(P, "OK"), AUTO, (), EDITOR, AccessibleElement("push button", "OK", "Close this hint")).risky
+    assert decide(Click(P, "OK"), AUTO, (), EDITOR, AccessibleElement("push button", "OK", "Save it")).kind == "auto"
+
+
+def test_a_drag_from_or_onto_a_risky_control_is_risky():
+    note = AccessibleElement("list item", "notes.txt")
+    trash = AccessibleElement("push button", "Trash")
+    drag = Drag(P, Point(700, 500), "notes.txt")
+    assert decide(drag, AUTO, (), EDITOR, note).kind == "auto"
+    onto = decide(drag, AUTO, (), EDITOR, note, trash)
+    assert _asked(onto) and "dropping onto the button “Trash”" in onto.reason, onto
+    start = decide(drag, AUTO, (), EDITOR, AccessibleElement("push button", "Delete"), note)
+    assert _asked(start) and "dragging from the button “Delete”" in start.reason, start
+    described = AccessibleElement("icon", "Bin", "Move to trash")
+    assert _asked(decide(drag, AUTO, (), EDITOR, note, described))
+    # a panel or a document named like a risky word is where controls are, not one of them
+    assert decide(drag, AUTO, (), EDITOR, note, AccessibleElement("panel", "Delete queue")).kind == "auto"

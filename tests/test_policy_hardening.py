@@ -69,6 +69,45 @@ def test_every_spelling_of_a_risky_combination_is_asked(combo):
         assert verdict.kind == "ask" and verdict.risky, (keys, verdict)
 
 
+# Finding 2 of the 2026-12-06 pass (rows PS1, 77): the executor presses every key before releasing any, so one
+# more key (pressed with the combination or before it) still sends it.
+def _with_one_more_key(combo: list[str]) -> list[list[str]]:
+    extra = "space" if "a" in combo else "a"
+    return [[*combo, extra], [extra, *combo], ["shift", *combo] if "shift" not in combo else [*combo, "x"],
+            [*reversed(combo), extra]]
+
+
+@pytest.mark.parametrize("combo", RULES["refused_keys"]["combos"], ids="+".join)
+def test_a_refused_combination_with_one_more_key_is_still_refused(combo):
+    for keys in _with_one_more_key(combo):
+        verdict = decide(action_from_tool_call({"tool_name": "key", "keys": keys}), AUTO, (), EDITOR)
+        assert verdict.kind == "refuse" and verdict.risky, (keys, verdict)
+        assert f"holds {'+'.join(k for k in keys if k in combo)} down" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("keys", [("ctrl", "alt", "delete", "a"), ("ctrl", "alt", "shift", "delete"),
+                                  ("shift", "ctrl", "alt", "delete"), ("ctrl", "alt", "f1", "x"),
+                                  ("ctrl", "alt", "backspace", "space"), ("ctrl", "alt", "f2", "f3")], ids="+".join)
+def test_the_reported_supersets_are_refused(keys):
+    assert decide(KeyPress(keys), AUTO, (), EDITOR).kind == "refuse"
+
+
+@pytest.mark.parametrize("combo", RULES["risky_keys"]["combos"], ids="+".join)
+def test_a_risky_combination_with_one_more_key_is_still_risky(combo):
+    for keys in _with_one_more_key(combo):
+        verdict = decide(action_from_tool_call({"tool_name": "key", "keys": keys}), AUTO, (), EDITOR)
+        assert verdict.kind in ("ask", "refuse") and verdict.risky, (keys, verdict)
+
+
+def test_the_panic_hotkey_with_one_more_key_is_refused():
+    for keys in (("shift", "esc", "a"), ("a", "esc", "shift"), ("ctrl", "shift", "esc")):
+        verdict = decide(KeyPress(keys), AUTO, (), EDITOR)
+        assert verdict.kind == "refuse" and "panic hotkey" in verdict.reason, keys
+    # keys that do not hold every key of a rule stay as they were
+    assert decide(KeyPress(("ctrl", "alt", "a")), AUTO, (), EDITOR).kind == "auto"
+    assert decide(KeyPress(("ctrl", "shift", "s")), AUTO, (), EDITOR).kind == "auto"
+
+
 def test_super_l_and_its_aliases_send_the_same_keysym_and_get_the_same_verdict():
     from app.desktop.key_sending import sent_combo
 

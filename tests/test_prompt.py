@@ -147,6 +147,21 @@ def test_smart_resize_matches_the_hf_processor():
                    (100, 100): (256, 256, 64)}  # below min_pixels: scaled up to 64 tokens
 
 
+def test_smart_resize_rounds_as_the_hf_processor_past_the_pixel_budget_and_below_it():
+    """The mutation audit: the height's rounding past max_pixels (floor, as transformers') and for portrait
+    screenshots had no case; values worked out with transformers' formula by hand (beta = sqrt(h·w / max))."""
+    from app.engine.dynamic_image import layout_for
+
+    spec = load_profile("holo31").image  # 32 px a token, 64 to 16,384 tokens
+    cases = {(7680, 4320): (5440, 3072),  # beta 1.40625: 170.67 → 170 wide, 96.0 → 96 high
+             (3000, 7000): (2656, 6240),  # portrait, beta 1.1188: 83.80 → 83 wide, 195.52 → 195 high (not 196)
+             (1080, 1920): (1088, 1920),  # portrait 1080p: 33.75 → 34 (round), 60 exact
+             (33, 2000): (64, 2016)}  # below min_pixels: ceil(1.03) → 2 wide, ceil(62.28) → 63 high
+    got = {s: (layout_for(*s, spec).width, layout_for(*s, spec).height) for s in cases}
+    assert got == cases
+    assert all(w * h <= spec.max_tokens * 32 * 32 for w, h in got.values())
+
+
 def test_image_budget_drops_screenshots_in_blocks_as_the_profile_states(tmp_path):
     """The built-in profile shows 1, 2, 3, 1, 2, 3, … screenshots; "sliding" (H Company's rule) the last 3."""
     p = load_profile()

@@ -116,3 +116,74 @@ def test_the_status_bar_names_the_model_server_not_the_cpu(tmp_path):
         finally:
             engine.close()
     assert device_words(info.device, info.gpu_offload) == "On 127.0.0.1 (vLLM 0.34.0)", info.device
+
+
+class _ResetMidAnswer:
+    """A loopback server that streams part of an answer as HTTP chunks, then drops the connection in the middle of
+    the body (no last chunk): the client sees a broken connection (an httpx error), not a clean end. Every request
+    after the first is answered whole, so a retry would deliver the beginning twice."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests = 0
+        outer = self
+
+        def events(text: str) -> list[dict]:
+            pieces = [text[i:i + 16] for i in range(0, len(text), 16)]
+            return [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.requests += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                first = outer.requests == 1
+                sent = events("half an answer, then the cable is cut")[:2] if first else events("whole")
+                for event in sent:
+                    data = f"data: {json.dumps(event)}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                if outer.requests > 1:
+                    self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True  # the first: closed mid-body, without the last chunk
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _ResetMidAnswer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_connection_broken_mid_answer_after_text_was_delivered_is_not_retried():
+    """The mutation audit: a transport error (not a clean end) after text was delivered was retried, so the
+    beginning of the answer arrived twice. Only the clean cut had a test."""
+    with _ResetMidAnswer() as server:
+        client = ServerClient(parse_endpoint(server.url), options=ClientOptions(backoff_s=0.01, backoff_cap_s=0.01))
+        got: list[str] = []
+        try:
+            with pytest.raises(RemoteUnavailable) as err:
+                client.chat({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64,
+                             "stream": True}, CancelToken(), lambda k, t: got.append(t))
+        finally:
+            client.close()
+        assert server.requests == 1, "retried after text was delivered"
+    assert "".join(got) == "half an answer, then the cable i" and err.value.kind == "lost", (got, err.value)
+    assert "broke in the middle of the answer" in err.value.what

@@ -238,3 +238,38 @@ def test_a_holo31_server_gets_the_holo31_profile_when_the_profile_is_auto():
     assert body["messages"][0]["content"].startswith(holo.rendered_system_prompt().strip()[:200])
     assert "mm_processor_kwargs" not in body  # Holotron's tiles are no Qwen-VL processor argument
     assert body["structured_outputs"] == {"json": holo.output_schema()}
+
+
+class _JsonChatter(FakeVLLM):
+    """A server that answers every unconstrained request with a JSON object of its own (as an instruction-tuned
+    model asked for "a JSON object" does), and applies only the forms in `honours`."""
+
+    def probe_answer(self, body: dict) -> str:
+        if any(k in body for k in self.honours):
+            return super().probe_answer(body)
+        return '{"probe": "here is a JSON object", "ok": true}'
+
+
+@pytest.mark.parametrize(("honours", "chosen"), [
+    (frozenset(), None), (frozenset({"structured_outputs"}), "structured_outputs"),
+    (frozenset({"response_format"}), "json_schema")])
+def test_a_probe_counts_only_the_answer_no_free_model_would_give(honours, chosen):
+    """The mutation audit: the probe must see the one value its schema allows, not any JSON object; a form the
+    server ignores is not taken, and the next one is tried."""
+    from app.engine.remote.client import ServerClient
+    from app.engine.remote.endpoint import parse_endpoint
+    from app.engine.remote.server import detect
+
+    with _JsonChatter(owned_by="organization-owner", honours=honours) as srv:
+        client = ServerClient(parse_endpoint(srv.url))
+        try:
+            info = detect(client, CancelToken())
+        finally:
+            client.close()
+        probes = [b for b in srv.bodies if not b.get("stream")]
+    assert info.structured == chosen, info
+    assert probes and all(b["max_tokens"] <= 64 and b["temperature"] == 0 for b in probes)
+    if chosen is None:
+        assert len(probes) == 3 and "none of the forms" in info.how  # every form tried, none taken
+    else:
+        assert "tested with a probe request" in info.how

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 DAMAGED = ("file is not a database", "malformed", "disk image", "file is encrypted", "unsupported file format")
+RUNS_COLUMNS = frozenset({"id", "task", "started_at", "status"})  # a "runs" table without them is another program's
 
 
 @dataclass(frozen=True)
 class Health:
-    state: str  # "ok" | "missing" | "damaged" | "locked" | "unwritable"
+    state: str  # "ok" | "missing" | "damaged" | "locked" | "unwritable" | "unusable" | "foreign"
     what: str
     todo: str = ""
 
@@ -75,6 +77,10 @@ def diagnose(db: Path) -> Health:
     if not os.access(db, os.R_OK | os.W_OK) or not os.access(folder, os.W_OK):
         return Health("unwritable", f"{db} (or its folder) cannot be written: runs would not be recorded",
                       f"Check the permissions of {folder} and the files in it.")
+    if not stat.S_ISREG(os.stat(db).st_mode):  # /dev/null reads as an empty, "intact" database
+        target = f" (a link to {os.path.realpath(db)})" if db.is_symlink() else ""
+        return Health("unusable", f"{db} is not a file{target}: runs would not be recorded",
+                      f"Move it out of {folder}; Deskhand starts a new history there at its next start.")
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
         try:
@@ -97,4 +103,18 @@ def diagnose(db: Path) -> Health:
     if verdict != "ok":
         return Health("damaged", f"{db.name} is damaged ({verdict})",
                       "Deskhand moves it aside and starts a new one at its next start; the old file is kept.")
+    if (columns := _runs_columns(db)) and not columns >= RUNS_COLUMNS:
+        return Health("foreign", f"{db} is not a Deskhand history (its runs table has other columns): runs would "
+                      "not be recorded", f"Move it out of {folder} (it may be another program's); Deskhand starts a "
+                      "new history there at its next start.")
     return Health("ok", f"{db} is readable and intact")
+
+
+def _runs_columns(db: Path) -> frozenset[str]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+    try:
+        return frozenset(str(row[1]) for row in con.execute("PRAGMA table_info(runs)"))
+    except sqlite3.Error:
+        return frozenset()
+    finally:
+        con.close()

@@ -283,7 +283,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
                     recorder.finish_run(run_id, outcome, without_secrets(answer, decider.secrets),
                                         without_secrets(cfg.note + message, decider.secrets))
             with contextlib.suppress(Exception):
-                recorder.close()
+                if said := recorder.close():  # rows a lock or a full disk kept out: where they are, or lost
+                    echo(f"warning: {said}")
         live.close()
         if trajectory is not None:
             trajectory.finish(outcome, message, answer, steps, needs_person=decider.needs_person, run_id=run_id)

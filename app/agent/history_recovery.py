@@ -27,7 +27,8 @@ def open_recorder(db: Path, runs_dir: Path, lock_wait_s: float | None = None, ow
     deadline = time.monotonic() + (LOCK_WAIT_S if lock_wait_s is None else lock_wait_s)
     while True:
         try:
-            return Recorder(db, runs_dir, owner), notices
+            recorder = Recorder(db, runs_dir, owner)
+            return recorder, [*notices, *recorder.notices]
         except (sqlite3.Error, OSError) as exc:
             if is_damaged(exc) and not any("damaged" in n for n in notices):
                 try:

@@ -30,6 +30,7 @@ from app.domain.actions import (
     Action,
     Answer,
     AskUser,
+    Drag,
     KeyPress,
     Wait,
     Write,
@@ -249,7 +250,7 @@ class Run:
         st.found = found = self.look_up(action, screen_point)
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
-                         self.proposed, window, found)
+                         self.proposed, window, found, self.look_up_drop(action, st.shot))
         if p.risk and verdict.kind != "refuse":  # what the engine knows of the step, whatever the screen shows
             verdict = Verdict("ask", f"Risky: {p.risk}. Risky actions are always asked about.", risky=True)
         self.keep_secret(st.n, action, window, element=found)
@@ -284,6 +285,15 @@ class Run:
         if isinstance(action, (Write, KeyPress)):
             return self.elements.focused()
         return None
+
+    def look_up_drop(self, action: Action, shot: Any) -> AccessibleElement | None:
+        """The element at a drag's end: a file dropped on the Trash is a deletion, whatever was dragged."""
+        if self.elements is None or not isinstance(action, Drag):
+            return None
+        try:
+            return self.elements.element_at(*shot.to_input(action.end))
+        except ActionError:  # the end lies off every monitor: the executor refuses it
+            return None
 
     def keep_secret(self, step: int, action: Action, window: Any, answer: str = "",
                     element: AccessibleElement | None = None) -> None:
@@ -362,7 +372,7 @@ class Run:
             edited_target = target_of(action)
             st.found = self.look_up(action, st.shot.to_input(edited_target) if edited_target is not None else None)
             judged = decide(action, replace(self.cfg.policy, auto_approve=self.auto_approve), self.proposed[:-1],
-                            st.shot.target_window(action), st.found)
+                            st.shot.target_window(action), st.found, self.look_up_drop(action, st.shot))
             self.keep_secret(st.n, action, st.shot.target_window(action), element=st.found)
             final = replace(final, edited_action=tool_call_of(action), risky=judged.risky,
                             reason=f"{final.reason} Edited: {judged.reason}")
@@ -421,6 +431,11 @@ class Run:
         except ActionError as exc:
             self.record(replace(final, error=exc.what))
             return f"Deskhand could not perform the action: {exc.what}"
+        except DeskhandError as exc:  # the display went away mid-action: the step is recorded, the run ends with it
+            sent = getattr(self.executor, "events_sent", None)
+            self.record(replace(final, error=exc.what, executed={"tool": action.tool_name, "failed": True,
+                                                                 "events": sent}))
+            raise
         where = outcome.points[0] if outcome.points else None
         self.publish(ev.StepExecuted(self.run_id, st.n, outcome.description, where, outcome.duration_s))
         self.record(replace(final, executed=outcome.as_json()))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.agent.lookalikes import plain
-from app.desktop.key_sending import sent_combo
+from app.desktop.key_sending import sent_combo, sent_key
 from app.desktop.windows import WindowInfo
 from app.domain.accessible import AccessibleElement
 from app.domain.actions import (
@@ -110,6 +110,21 @@ def panic_keys(spec: str) -> frozenset[str]:
     return sent_combo(parse_keys([p.strip("<>") for p in spec.split("+")]))
 
 
+def held_combo(keys: frozenset[str], combos: Sequence[frozenset[str]]) -> frozenset[str] | None:
+    """The largest combination that pressing `keys` holds down. The executor presses every key before releasing
+    any, so a combination is sent whatever else is pressed with it or first (ctrl+alt+delete+a, shift+ctrl+alt+
+    delete): a rule matches every superset of its keys, not only the exact set."""
+    return max((combo for combo in combos if combo <= keys), key=len, default=None)
+
+
+def _held(action: KeyPress, combo: frozenset[str]) -> str:
+    """How a verdict names the keys: as written, and the rule's combination they hold where it is not all of them."""
+    written = "+".join(action.keys)
+    if combo == sent_combo(action.keys):
+        return written
+    return f"{written} holds {'+'.join(k for k in action.keys if sent_key(k) in combo)} down and"
+
+
 def enters(action: Action) -> bool:
     """Whether typing the action presses Enter: press_enter, or a line break in the text (typed as Return)."""
     return isinstance(action, Write) and (action.press_enter or "\n" in action.text or "\r" in action.text)
@@ -185,31 +200,37 @@ def _is_shell(window: WindowInfo, rules: RiskRules) -> bool:
     return bool(who & rules.shell_apps) or any(p.search(window.title) for p in rules.shell_titles)
 
 
-def _real_target_risk(action: Action, element: AccessibleElement | None, rules: RiskRules) -> str:
-    """What the accessibility tree makes risky whatever the model wrote: a click on a control whose accessible
-    name is a risky word, typing into a field whose role or state is password."""
+def _real_target_risk(action: Action, element: AccessibleElement | None, rules: RiskRules,
+                      drop: AccessibleElement | None = None) -> str:
+    """What the accessibility tree makes risky whatever the model wrote: a click on (or a drag from) a control whose
+    accessible name or description holds a risky word, a drag onto one (a file dropped on the Trash), typing into a
+    field whose role or state is password."""
+    if isinstance(action, Drag) and drop is not None and not drop.container and (
+            m := _search(rules.click_words, drop.words())):
+        return f"dropping onto the {drop.label()} ({rules.click_why}: “{m.group(0)}”)"
     if element is None:
         return ""
     if isinstance(action, (Click, Drag)) and not element.container and (
             m := _search(rules.click_words, element.words())):
-        return f"clicking the {element.label()} ({rules.click_why}: “{m.group(0)}”)"
+        doing = "clicking" if isinstance(action, Click) else "dragging from"
+        return f"{doing} the {element.label()} ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, Write) and element.password:
         return f"{rules.password_why} (the {element.label()} is a password field)"
     return ""
 
 
 def risk(action: Action, history: Sequence[Action], window: WindowInfo | None, rules: RiskRules,
-         element: AccessibleElement | None = None) -> str:
+         element: AccessibleElement | None = None, drop: AccessibleElement | None = None) -> str:
     """Why the action is risky, or '' if it is not."""
     previous = history[-1] if history else None
-    if why := _real_target_risk(action, element, rules):
+    if why := _real_target_risk(action, element, rules, drop):
         return why
     if isinstance(action, Click) and action.element and (m := _search(rules.click_words, action.element)):
         return f"clicking “{action.element}” ({rules.click_why}: “{m.group(0)}”)"
     if isinstance(action, KeyPress):
         keys = frozenset(action.keys)
-        if sent_combo(keys) in rules.risky_keys:
-            return f"{'+'.join(action.keys)} {rules.risky_keys_why}"
+        if combo := held_combo(sent_combo(keys), rules.risky_keys):
+            return f"{_held(action, combo)} {rules.risky_keys_why}"
         after_selection = bool(keys & rules.delete_after_selection) and _made_selection(previous)
         after_click = bool(keys & rules.delete_after_click) and isinstance(previous, (Click, Drag))
         if len(keys) == 1 and (after_selection or after_click):
@@ -247,16 +268,18 @@ def sensitive(action: Action, history: Sequence[Action], window: WindowInfo | No
 
 
 def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
-           window: WindowInfo | None = None, element: AccessibleElement | None = None) -> Verdict:
+           window: WindowInfo | None = None, element: AccessibleElement | None = None,
+           drop: AccessibleElement | None = None) -> Verdict:
     """`history`: the actions proposed earlier in this run, oldest first; `element`: the accessibility tree's
-    element at the target point, or with the keyboard focus for keys (None where the tree says nothing)."""
+    element at the target point, or with the keyboard focus for keys (None where the tree says nothing); `drop`:
+    the element at a drag's end."""
     if isinstance(action, KeyPress):
         keys = sent_combo(action.keys)
-        if keys == panic_keys(config.panic_hotkey):
-            return Verdict("refuse", f"{'+'.join(action.keys)} is Deskhand's own panic hotkey: pressing it would "
+        if (panic := panic_keys(config.panic_hotkey)) <= keys:
+            return Verdict("refuse", f"{_held(action, panic)} is Deskhand's own panic hotkey: pressing it would "
                                      "stop this run.", risky=True)
-        if keys in config.rules.refused_keys:
-            return Verdict("refuse", f"{'+'.join(action.keys)} {config.rules.refused_why}.", risky=True)
+        if combo := held_combo(keys, config.rules.refused_keys):
+            return Verdict("refuse", f"{_held(action, combo)} {config.rules.refused_why}.", risky=True)
     repeats = _repeats(action, history)
     if isinstance(action, AskUser):
         return Verdict("ask", "The model asks you a question; your answer goes back to it.")
@@ -264,10 +287,10 @@ def decide(action: Action, config: PolicyConfig, history: Sequence[Action] = (),
         return Verdict("auto", "No input: the result goes to you.")
     if repeats >= config.loop_limit:
         return Verdict("ask", f"The same action was proposed {repeats} times in a row; the run may be stuck.",
-                       risky=bool(risk(action, history, window, config.rules, element)))
+                       risky=bool(risk(action, history, window, config.rules, element, drop)))
     if not isinstance(action, INPUT_ACTIONS):
         return Verdict("auto", "No input: Deskhand only waits.")
-    if why := risk(action, history, window, config.rules, element):
+    if why := risk(action, history, window, config.rules, element, drop):
         return Verdict("ask", f"Risky: {why}. Risky actions are always asked about.", risky=True)
     if config.auto_approve and isinstance(action, (Write, KeyPress)) and window is None:
         # the shell and submit rules need the receiving window; without it, keys are not "safe"

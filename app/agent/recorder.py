@@ -23,7 +23,8 @@ from typing import Any
 from PIL import Image
 
 from app.agent import run_report
-from app.agent.database_file import is_locked, who_holds
+from app.agent.database_file import RUNS_COLUMNS, is_locked, who_holds
+from app.agent.kept_rows import described, forget_kept, give_up_reserve, keep, kept, make_reserve
 from app.domain.errors import DeskhandError
 
 BUSY_TIMEOUT_S = 2.0  # a step waits this long for another program's lock, then is kept for the next try
@@ -120,9 +121,8 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.execute("PRAGMA foreign_keys=ON")
-    ours = {"id", "task", "started_at", "status"}
     columns = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
-    if columns and not ours <= columns:  # another program's "runs": add nothing to its file
+    if columns and not columns >= RUNS_COLUMNS:  # another program's "runs": add nothing to its file
         con.close()
         raise ForeignHistory(f"{db} is not a Deskhand history (its runs table has other columns)")
     con.executescript(SCHEMA)
@@ -151,6 +151,11 @@ INSERT_STEP = (
     " executed, timings, counters, error, element) VALUES (" + ", ".join("?" * 25) + ")")
 
 
+FINISH_RUN = "UPDATE runs SET status=?, ended_at=?, answer=?, message=? WHERE id=?"
+KINDS = {INSERT_STEP: "step", FINISH_RUN: "end"}  # the only rows kept in the side file, and written back
+STATEMENTS = {kind: sql for sql, kind in KINDS.items()}
+
+
 def _joined(error: str, note: str) -> str:
     return f"{error}; {note}" if error else note
 
@@ -170,12 +175,53 @@ class Recorder:
         # rows another program's lock kept out, oldest first: written before anything newer
         self.pending: list[tuple[str, tuple[Any, ...]]] = []
         self.no_space_run = 0  # the run in which the disk filled up: no more screenshots for it
+        self.notices: list[str] = []  # what opening it did that the user should hear of
+        self._write_kept()
+        make_reserve(db.parent)
 
-    def close(self) -> None:
-        with contextlib.suppress(DeskhandError):
+    def _write_kept(self) -> None:
+        """The rows an earlier Deskhand kept aside when its run ended under a lock, written first."""
+        rows = kept(self.db.parent, list(STATEMENTS))
+        if not rows:
+            forget_kept(self.db.parent)
+            return
+        try:
+            with self._tx("the rows kept from an earlier run") as c:
+                for kind, values in rows:
+                    with contextlib.suppress(sqlite3.IntegrityError):  # its run was deleted meanwhile
+                        c.execute(STATEMENTS[kind], values)
+        except DeskhandError as exc:
+            self.notices.append(f"{described(rows)} still wait in {self.db.parent / 'history-kept.jsonl'}: {exc.what}")
+            return
+        forget_kept(self.db.parent)
+        self.notices.append(f"{described(rows)} (kept aside when the history was locked) are now saved in it.")
+
+    def close(self) -> str:
+        """Write what waits (a last, longer wait for a lock); what still cannot be written goes to the side file
+        that the next start writes back. Returns what the user must hear of it ("" when all was saved)."""
+        said = ""
+        try:
             self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1500)}")  # one last, longer wait
             self.flush()
+        except (DeskhandError, sqlite3.Error) as exc:
+            said = self._keep_aside(exc)
         self.con.close()
+        return said
+
+    def _keep_aside(self, exc: Exception) -> str:
+        rows = [(KINDS[sql], args) for sql, args in self.pending if sql in KINDS]
+        what = described(rows)
+        why = (f"the history database is locked by {who_holds(self.db)}" if isinstance(exc, LockedError) else
+               "the disk is full" if "disk is full" in str(exc) else str(exc).rstrip("."))
+        try:
+            path = keep(self.db.parent, rows)
+        except OSError as err:
+            return (f"{what} could not be recorded: {why}, and they could not be kept aside either "
+                    f"({err.strerror or err}).")
+        finally:
+            self.pending.clear()
+        return (f"{what} could not be saved in the history ({why}); they are kept in {path} and Deskhand's next "
+                "start saves them.")
 
     @contextmanager
     def _tx(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -202,19 +248,23 @@ class Recorder:
         """Write the rows a lock (or a full disk) kept out; they stay kept, in order, while it lasts."""
         if not self.pending:
             return
-        for last_try in (False, True):
+        # on a full disk: the write-ahead log folded into the database gives its room back; then the reserve
+        remedies: list[Callable[[], object]] = [self._checkpoint, lambda: give_up_reserve(self.db.parent)]
+        while True:
             try:
                 with self._tx(what) as c:
                     for sql, args in self.pending:
                         c.execute(sql, args)
                 break
             except DeskhandError as exc:
-                if last_try or "disk is full" not in exc.what:
+                if not remedies or "disk is full" not in exc.what:
                     raise
-                # the write-ahead log is what grows: folding it into the database gives its room back
-                with contextlib.suppress(sqlite3.Error):
-                    self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                remedies.pop(0)()
         self.pending.clear()
+
+    def _checkpoint(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def mark_interrupted(self, alive: Callable[[str], bool] = lambda owner: False) -> int:
         """Runs still "running" whose process is gone (`alive(owner)` is False) were cut short by a crash or a
@@ -295,8 +345,7 @@ class Recorder:
             raise problem
 
     def finish_run(self, run_id: int, status: str, answer: str = "", message: str = "") -> None:
-        self._write("the end of the run", "UPDATE runs SET status=?, ended_at=?, answer=?, message=? WHERE id=?",
-                    (status, time.time(), answer, message, run_id))
+        self._write("the end of the run", FINISH_RUN, (status, time.time(), answer, message, run_id))
 
     def apply_retention(self, days: int) -> int:
         """Delete runs older than `days` (0 keeps everything); returns how many went."""

@@ -234,7 +234,8 @@ class AgentWorker:
         for closer in (self._engine, self._capturer, self._recorder, self._live, self._elements):
             if closer is not None:
                 with contextlib.suppress(Exception):
-                    closer.close()
+                    if said := closer.close():  # the recorder: rows kept aside for the next start, or lost
+                        log.warning("%s", said)
 
     def _wrapped(self, wrap_model: WrapModel, settings: Settings, run_id: int) -> Engine:
         return wrap_model(lambda token: self._ensure_engine(settings, run_id, token))

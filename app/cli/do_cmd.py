@@ -20,7 +20,7 @@ from app.desktop.executor import DryRunExecutor, Executor, Outcome
 from app.desktop.held_input import HELD_FILE
 from app.desktop.stops import UserInputDetected, hotkey_label
 from app.domain.accessible import AccessibleElement, disagreement, touches
-from app.domain.actions import Action, KeyPress, Write, action_from_tool_call, target_of
+from app.domain.actions import Action, Drag, KeyPress, Write, action_from_tool_call, target_of
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import default_paths
@@ -104,14 +104,17 @@ def _perform(action: Any, shot: Screenshot, capturer: Capturer, token: CancelTok
         stops.stop()
 
 
-def real_element(action: Action, shot: Screenshot) -> AccessibleElement | None:
-    """The accessibility tree's element at the action's target (or with the focus, for keys), or None."""
+def real_elements(action: Action, shot: Screenshot) -> tuple[AccessibleElement | None, AccessibleElement | None]:
+    """The accessibility tree's element at the action's target (or with the focus, for keys), and at a drag's end;
+    None where the tree says nothing."""
     lookup = open_lookup()
     try:
         target = target_of(action)
+        drop = lookup.element_at(*shot.to_input(action.end), bound_s=LOOKUP_BOUND_S) \
+            if isinstance(action, Drag) else None
         if target is not None:
-            return lookup.element_at(*shot.to_input(target), bound_s=LOOKUP_BOUND_S)
-        return lookup.focused(bound_s=LOOKUP_BOUND_S) if isinstance(action, (Write, KeyPress)) else None
+            return lookup.element_at(*shot.to_input(target), bound_s=LOOKUP_BOUND_S), drop
+        return (lookup.focused(bound_s=LOOKUP_BOUND_S) if isinstance(action, (Write, KeyPress)) else None), drop
     finally:
         lookup.close()
 
@@ -133,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
             shot = capturer.grab(which)
             action = action_from_tool_call(from_pixels(call, shot) if args.space == "pixels" else call, by_person=True)
             description = action.describe(shot.locator())
-            found = real_element(action, shot)
-            verdict = decide(action, PolicyConfig(), (), shot.target_window(action), found)
+            found, drop = real_elements(action, shot)
+            verdict = decide(action, PolicyConfig(), (), shot.target_window(action), found, drop)
             if found is not None:  # what the action really touches, and whether the words given for it agree
                 print(terminal_safe(f"deskhand: {touches(action, found)}"), file=sys.stderr)
                 if mismatch := disagreement(getattr(action, "element", None), found):

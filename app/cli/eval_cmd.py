@@ -194,12 +194,14 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
         say(f"results: {out}")
         summary = evaluate(s, source, all_items, items, variants, out, args.seed, token, say)
     except DeskhandError as exc:
-        if (out / "results.jsonl").exists():
-            say(f"{exc}\n(the results so far are in {out / 'results.jsonl'})")
+        results = out / "results.jsonl"
+        if results.exists() and results.stat().st_size:
+            say(f"{exc}\n(the results so far are in {results})")
             return EXIT_FAILED
         say(str(exc))
         with contextlib.suppress(OSError):
-            out.rmdir()  # nothing was measured: no empty results folder left behind
+            results.unlink(missing_ok=True)  # nothing was measured: no empty results folder left behind
+            out.rmdir()
         return EXIT_USAGE
     from app.eval.report import lines
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from app.cli.shared.arg_types import tile_count
 from app.cli.shared.engine_choice import add_engine_arguments, engine_of, say, settings_of
+from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 
@@ -75,7 +75,7 @@ def _variant(args: argparse.Namespace, s: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from app.domain.paths import default_paths
-    from app.eval.replay.asking import plan
+    from app.eval.replay.asking import plan, skipped_lines
     from app.eval.replay.history import list_lines, parse_since, read_runs
     from app.eval.replay.session import nothing_to_ask, private_out, replay
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         since = parse_since(args.since) if args.since else None
         runs = read_runs(paths.database, paths.runs, args.run_ids, since)
         if args.list:
-            print("\n".join(list_lines(runs)))
+            print(terminal_safe("\n".join(list_lines(runs))))
             return 0
         p = plan(runs)
         if not p.steps:
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     say(f"offline: the model runs on {where}; your history is read from {paths.database} and goes nowhere.")
     say(f"{p.steps} step(s) you judged, in {len(p.runs)} run(s): {', '.join(str(x.run.id) for x in p.runs)}")
-    for run_id, why in p.skipped_runs.items():
-        say(f"run {run_id} is not replayed: {why}")
+    for line in skipped_lines(p.skipped_runs):
+        say(f"not replayed: {line}")
 
     def stop(signum: int, _frame: Any) -> None:
         token.cancel(f"stopped by {signal.Signals(signum).name}")
@@ -114,12 +114,15 @@ def run(args: argparse.Namespace) -> int:
         say(f"results: {out}")
         summary = replay(runs, p, v, out, token, say, where)
     except DeskhandError as exc:
-        if (out / "results.jsonl").exists():
-            say(f"{exc}\n(the results so far are in {out / 'results.jsonl'}, the summary in {out / 'summary.md'})")
+        results = out / "results.jsonl"
+        if results.exists() and results.stat().st_size:
+            summary_md = out / "summary.md"
+            kept = f", the summary in {summary_md}" if summary_md.exists() else ""
+            say(f"{exc}\n(the results so far are in {results}{kept})")
             return EXIT_FAILED
         say(str(exc))
         with contextlib.suppress(OSError):
-            for name in ("summary.json", "summary.md"):
+            for name in ("summary.json", "summary.md", "results.jsonl"):
                 (out / name).unlink(missing_ok=True)
             out.rmdir()  # nothing was measured: no empty results folder left behind
         return EXIT_USAGE
@@ -129,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     from app.eval.replay.summary import lines
 
     if args.json:
-        print(json.dumps({**summary, "out": str(out)}, ensure_ascii=False))
+        print(json_text({**summary, "out": str(out)}))
     else:
-        print("\n".join(lines(summary)))
+        print(terminal_safe("\n".join(lines(summary))))
         print(f"files: {out}")
     return 0 if summary["complete"] else EXIT_STOPPED

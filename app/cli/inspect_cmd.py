@@ -4,10 +4,10 @@ screen, or has the keyboard focus — what the risk policy and the approval dial
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from app.cli.shared.terminal_text import json_text, terminal_safe
 from app.desktop.accessibility import BoundedLookup, open_lookup
 from app.domain.accessible import AccessibleElement
 from app.domain.errors import DeskhandError
@@ -37,12 +37,21 @@ def desktop_point(px: float, py: float) -> tuple[int, int]:
         return model_to_input(pixels_to_model(px, py, monitor), monitor, capturer.refresh_layout())
 
 
+SHOWN_CHARS = 500  # of a name or description: an application can give 200,000 characters (--json has them all)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}… ({len(text):,} characters)"
+
+
 def describe(element: AccessibleElement) -> list[str]:
+    """The element as lines for the terminal: what an application names its controls is its own text, so each line
+    goes through terminal_safe (a name can hold escapes that set the title, clear the screen or the clipboard)."""
     lines = [element.label(), f"  role: {element.role}"]
     if element.name:
-        lines.append(f"  name: {element.name}")
+        lines.append(f"  name: {_cut(element.name)}")
     if element.description:
-        lines.append(f"  description: {element.description}")
+        lines.append(f"  description: {_cut(element.description)}")
     if element.states:
         lines.append(f"  states: {', '.join(sorted(element.states))}")
     if element.app:
@@ -54,7 +63,7 @@ def describe(element: AccessibleElement) -> list[str]:
         lines.append(f"  box: {w}×{h} at ({left}, {top})")
     if element.password:
         lines.append("  a password field: what is typed here is never recorded")
-    return lines
+    return [terminal_safe(line) for line in lines]
 
 
 def _lookup(args: argparse.Namespace, lookup: BoundedLookup) -> tuple[AccessibleElement | None, dict[str, Any]]:
@@ -79,15 +88,23 @@ def run(args: argparse.Namespace) -> int:
             what = why.what if why else "The accessibility backend did not start."
             print(f"deskhand: {what}" + (f"\n→ {why.todo}" if why and why.todo else ""), file=sys.stderr)
             return 2
+        late = lookup.late
         element, where = _lookup(args, lookup)
+        unanswered = lookup.late > late
     except DeskhandError as exc:
         print(f"deskhand: {exc}", file=sys.stderr)
         return 2
     finally:
         lookup.close()
+    if unanswered:  # not "nothing there": an application (a stopped one, a busy one) kept the answer
+        who = lookup.silent or "an application on the desktop"
+        print(terminal_safe(f"deskhand: The accessibility lookup got no answer within {LOOKUP_BOUND_S:g} s: {who} "
+                            "does not answer (it may be stopped or busy), so what is there is not known.\n"
+                            "→ Wait until it answers again (or end it), then inspect again."), file=sys.stderr)
+        return 1
     if args.json:
-        print(json.dumps({**where, "backend": lookup.name,
-                          "element": element.as_json() if element else None}, ensure_ascii=False, indent=2))
+        print(json_text({**where, "backend": lookup.name, "element": element.as_json() if element else None},
+                        indent=2))
     elif element is None:
         print("Nothing the accessibility tree knows is there." if not args.focused
               else "No element has the keyboard focus that the accessibility tree knows of.")

@@ -153,7 +153,8 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
         status = EXIT_NEEDS_PERSON
     else:
         status = EXIT.get(result.outcome, 1)
-    _say(f"run {result.run_id} {result.outcome}: {result.message}")
+    which = f"run {result.run_id}" if result.run_id else "the run (not in the history)"  # run 0: none was recorded
+    _say(f"{which} {result.outcome}: {result.message}")
     if after is not None:
         after()
     if result.trajectory is not None:

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from PIL import Image, ImageChops
 
-from app.desktop.display import black_frame_error, capture_error
+from app.desktop.display import black_frame_error, capture_error, display_went_away
 from app.desktop.windows import DesktopInfo, WindowInfo, open_desktop_info, window_at
 from app.domain import geometry
 from app.domain.actions import Action, Locator, Point, points_of, target_of
@@ -184,6 +184,7 @@ class Capturer:
         self.hide = hide
         self._owner = threading.get_ident()
         self.source: FrameSource = source if source is not None else MssFrames(display)
+        self._display = display
         self._hidden_since: float | None = None
         try:
             self.layout = self.source.monitors()
@@ -242,7 +243,12 @@ class Capturer:
                     self._hidden_since = None
 
     def _raw(self, monitor: Monitor) -> tuple[Image.Image, bytes | bytearray]:
-        return self.source.grab(monitor, self._hidden_since)
+        try:
+            return self.source.grab(monitor, self._hidden_since)
+        except Exception as exc:
+            if (gone := display_went_away(exc, self._display)) is not None:
+                raise gone from exc
+            raise
 
     def _observation(self, monitor: Monitor, image: Image.Image, raw: bytes | bytearray) -> Screenshot:
         if self.config.refuse_black_frames and image.getbbox() is None:  # no pixel above zero

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from app.domain.errors import CaptureError, DeskhandError
+from app.domain.errors import Cancelled, CaptureError, DeskhandError, DisplayGone
 
 XORG_TODO = "Log out and choose an Xorg session at the login screen (e.g. “GNOME on Xorg” or “Plasma (X11)”)."
 BACKEND_ENV = "DESKHAND_DESKTOP"  # "x11": XWayland only on a Wayland session; "wayland": the portals anyway
@@ -180,6 +180,25 @@ def macos_capture_allowed() -> bool | None:
 def macos_input_allowed() -> bool | None:
     """Accessibility permission, which pynput needs to inject input and listen to hotkeys."""
     return _macos_flag("ApplicationServices", "AXIsProcessTrusted") if sys.platform == "darwin" else None
+
+
+def display_went_away(exc: BaseException, display: str | None = None) -> DisplayGone | None:
+    """What to say instead of `exc` when the X display Deskhand works on went away (python-xlib's closed connection,
+    or any error once the server no longer answers: mss raises a bare AssertionError then); None while it is
+    still there, or on Wayland, Windows and macOS (their errors say what they are)."""
+    name = display or os.environ.get("DISPLAY", "")
+    if not sys.platform.startswith("linux") or not name:
+        return None
+    if isinstance(exc, (DeskhandError, Cancelled)) or not isinstance(exc, Exception):
+        return None  # already said in words, or a stop
+    closed = type(exc).__name__ in ("ConnectionClosedError", "DisplayConnectionError") and \
+        type(exc).__module__.startswith("Xlib")
+    if not closed and not _x_reachable(name):
+        return None
+    return DisplayGone(f"The display went away: the X server of {name} closed its connection while Deskhand was "
+                       "using it (the desktop session ended, or its X server stopped).",
+                       "Nothing more can be seen or done on it. Log in again (or start that X server), then run "
+                       "the task again; the steps done so far are recorded.")
 
 
 def capture_error(exc: BaseException) -> CaptureError:

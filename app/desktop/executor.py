@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from app.desktop.display import display_went_away
 from app.desktop.held_input import note_held, release_left_over
 from app.desktop.input_backend import InputBackend, RecordingBackend
 from app.domain import geometry
@@ -101,7 +102,12 @@ class InputExecutor:
         self._held_keys: list[str] = []
 
     def close(self) -> None:
-        self.backend.close()
+        try:
+            self.backend.close()
+        except Exception as exc:
+            if display_went_away(exc) is None:
+                raise
+            # nothing can be released on a display that is gone (and nothing is held there any more)
 
     @property
     def events_sent(self) -> int:
@@ -247,9 +253,14 @@ class InputExecutor:
         elif isinstance(action, INPUT_ACTIONS):
             with self.guard.executing() if self.guard is not None else nullcontext():
                 try:
-                    self._dispatch(action, targets, path)
-                finally:
-                    self._release_everything()
+                    try:
+                        self._dispatch(action, targets, path)
+                    finally:
+                        self._release_everything()
+                except Exception as exc:
+                    if (gone := display_went_away(exc)) is not None:
+                        raise gone from exc
+                    raise
         monitor = shot.layout.containing(*targets[0]) if targets else None
         return Outcome(action, description, tuple(targets), monitor.index if monitor else shot.monitor.index,
                        started, time.monotonic(), self._events, self.dry_run)

@@ -61,7 +61,8 @@ def release_left_over(path: Path | None, backend: Any) -> list[str]:
     for name in reversed(keys):
         with contextlib.suppress(Exception):
             backend.key(name, False, lambda s: None)
-            released.append(f"key {name}")
+            # a named key, never the character: the note holds a character of what was typed, maybe a password's
+            released.append(f"key {name}" if len(name) > 1 else "a character's key")
     for name in reversed(buttons):
         with contextlib.suppress(Exception):
             backend.button(name, False)

@@ -123,5 +123,5 @@ class PynputBackend:
         finally:
             display = getattr(self._mouse, "_display", None)  # X11: close it now, while the server still runs
             if display is not None:
-                display.close()
                 del self._mouse._display  # pynput's __del__ closes it only if the attribute is still there
+                display.close()  # (raises if the server went away: the caller says so, __del__ stays quiet)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.desktop.display import import_pynput
+from app.desktop.display import display_went_away, import_pynput
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.geometry import Layout
@@ -94,7 +94,12 @@ class InjectedEvents:
 def stop_listener(listener: Any, timeout: float = 2.0) -> bool:
     """pynput 1.8 on X11: stop() queues RecordDisableContext without flushing, so join() hangs until the next
     input event (pynput PR #583). Send it on the listener's other connection and flush."""
-    listener.stop()
+    try:
+        listener.stop()
+    except Exception as exc:
+        if display_went_away(exc) is None:
+            raise
+        # the display went away: its connections are closed and the thread is ending by itself
     listener.join(0.05)
     display, context = getattr(listener, "_display_stop", None), getattr(listener, "_context", None)
     if listener.is_alive() and display is not None and context is not None:
@@ -105,6 +110,23 @@ def stop_listener(listener: Any, timeout: float = 2.0) -> bool:
             pass
     listener.join(timeout)
     return not bool(listener.is_alive())
+
+
+_LISTENERS: set[threading.Thread] = set()  # the stop listeners of this process, while they run
+
+
+def _listener_ended(args: Any, previous: Callable[[Any], object]) -> None:
+    """A stop listener's thread ends with its X connection when the display goes away: the run says so ("The
+    display went away"), so the thread's end is a line in the log, not a traceback on the terminal."""
+    if args.thread in _LISTENERS and display_went_away(args.exc_value) is not None:
+        log.info("a stop listener ended: the display went away")
+        return
+    previous(args)
+
+
+@functools.lru_cache(maxsize=1)
+def _quiet_listener_ends() -> None:
+    threading.excepthook = functools.partial(_listener_ended, previous=threading.excepthook)
 
 
 def _start_listener(listener: Any, timeout: float = 3.0) -> None:
@@ -155,9 +177,11 @@ class Stops:
         self._keys = keys
         key = pynput.keyboard.Key
         self._modifiers = {key.shift, key.ctrl, key.alt, key.alt_gr, key.cmd}
+        _quiet_listener_ends()
         try:
             for listener in (keys, mouse):
                 self._listeners.append(listener)
+                _LISTENERS.add(listener)
                 _start_listener(listener)
         except BaseException:
             self.stop()
@@ -167,6 +191,7 @@ class Stops:
     def stop(self) -> None:
         for listener in self._listeners:
             stop_listener(listener)
+            _LISTENERS.discard(listener)
         self._listeners.clear()
 
     def __enter__(self) -> Stops:

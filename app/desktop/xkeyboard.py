@@ -155,9 +155,19 @@ class XKeyboard:
         self._d.sync()
 
     def type_char(self, ch: str, wait: Callable[[float], None] = time.sleep) -> None:
-        """Press and release one character (with Shift where the layout needs it)."""
-        self.key(ch, True, wait)
-        self.key(ch, False, wait)
+        """Press and release one character (with Shift where the layout needs it) in one flush: the X server gets
+        the press and its release together, so a kill -9 mid-typing cannot leave the key down for X to autorepeat
+        into the person's window until the next start releases it (a press flushed alone could)."""
+        self._follow_layout()
+        code, level = self._resolve(self._keysym(ch), wait)  # a borrowed keycode is mapped (and synced) first
+        auto_shift = level == 1 and self._shift != 0 and self._shift not in self._held
+        if auto_shift:
+            self._fake(True, self._shift)
+        self._fake(True, code)
+        self._fake(False, code)
+        if auto_shift:
+            self._fake(False, self._shift)
+        self._d.sync()
 
     def release_all(self) -> None:
         for code in reversed(list(self._held)):

@@ -46,6 +46,11 @@ class CaptureError(DeskhandError):
     """The screen could not be captured."""
 
 
+class DisplayGone(CaptureError):
+    """The display Deskhand works on went away (its X server ended or closed the connection) in the middle of a
+    run: nothing more can be seen or done on it."""
+
+
 class ActionError(DeskhandError):
     """An action is invalid or cannot be performed where it points."""
 

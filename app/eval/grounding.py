@@ -14,7 +14,7 @@ from typing import Any
 
 from app import __version__
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled, DeskhandError
+from app.domain.errors import Cancelled, DeskhandError, os_error
 from app.domain.settings import Settings
 from app.engine.base import Engine
 from app.engine.profile import ImageSpec
@@ -23,7 +23,7 @@ from app.eval.items import Item
 from app.eval.memory import GpuPeak, peak_rss_bytes, peak_rss_since_reset, reset_peak_rss
 from app.eval.reports import charts, page
 from app.eval.reports.misses import misses
-from app.eval.runner import ItemResult, check_item, run_items
+from app.eval.runner import ItemResult, check_item, run_items, write_whole
 from app.eval.suites import Suite
 
 Say = Callable[[str], None]
@@ -85,11 +85,19 @@ def set_thinking(engine: Engine, on: bool | None) -> None:
 
 
 def prepare_out(out: Path) -> Path:
-    """The run's folder: new, or empty. An earlier run's results are never overwritten."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DeskhandError(f"{out} already holds files (an earlier run's results are kept).",
-                            "Give another --out folder, or leave --out out to get a new one.")
-    out.mkdir(parents=True, exist_ok=True)
+    """The run's folder: new, or empty, and writable. An earlier run's results are never overwritten."""
+    how = "Give another --out folder, or leave --out out to get a new one."
+    try:
+        if out.exists() and not out.is_dir():
+            raise DeskhandError(f"{out} is a file, not a folder for the results.", how)
+        if out.exists() and any(out.iterdir()):
+            raise DeskhandError(f"{out} already holds files (an earlier run's results are kept).", how)
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".deskhand-write-test"
+        probe.write_bytes(b"")  # a read-only folder or disk says so now, not after the model has run
+        probe.unlink()
+    except OSError as exc:
+        raise DeskhandError(os_error(exc, out, "The results folder cannot be used").what, how) from None
     return out
 
 
@@ -206,5 +214,5 @@ def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequen
     charts.chart(s, key, {name: [r.seconds for r in rs] for name, rs in runs.items()}, out / "chart.png")
     misses([r for rs in runs.values() for r in rs], out / "misses.png")
     page.write(out, s, suite.breakdown)
-    (out / "items.json").write_text(json.dumps([it.id for it in items]) + "\n", encoding="utf-8")
+    write_whole(out / "items.json", json.dumps([it.id for it in items]) + "\n")
     return s

@@ -17,6 +17,9 @@ from app.eval.targets import Target
 # 89 million pixels (Pillow's bomb limit) keeps out what is not a screenshot; ScreenSpot-Pro's dual-monitor
 # captures are well under it.
 MAX_PIXELS = 89_478_485
+# an archive member larger than such an image stored raw with alpha is no screenshot: not unpacked (a 4 GiB member
+# of zeros packs into 4 MB)
+MAX_MEMBER_BYTES = 4 * MAX_PIXELS + (1 << 20)
 
 
 class DatasetError(DeskhandError):
@@ -49,6 +52,11 @@ class ImageRef:
         if self.member is None:
             return self.path
         with zipfile.ZipFile(self.path) as z:
+            size = z.getinfo(self.member).file_size  # as the archive states it; zipfile reads no more than that
+            if size > MAX_MEMBER_BYTES:
+                raise DatasetError(f"The image {self.where} unpacks to {size:,} bytes, more than any screenshot "
+                                   f"({MAX_MEMBER_BYTES:,} at most), so it is not unpacked.",
+                                   "Check that the archive is the suite's own: download the suite again.")
             member: bytes = z.read(self.member)
             return member
 
@@ -72,7 +80,10 @@ class ImageRef:
             raise DatasetError(f"The image {self.where} is missing.",
                                "Download the suite again (delete the folder, or run without --data), or check "
                                "that the image archive was unpacked completely.") from None
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        except Image.DecompressionBombError as exc:  # over twice Pillow's limit: refused before any pixel is read
+            raise DatasetError(f"The image {self.where} is larger than a screenshot ({exc}).",
+                               "Check that the dataset folder holds the suite's own images.") from None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
             raise DatasetError(f"The image {self.where} cannot be read: {exc}.",
                                "The file is damaged or incomplete: download the suite again.") from None
         if im.width * im.height > MAX_PIXELS:

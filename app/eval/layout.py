@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from app.eval.items import DatasetError
@@ -21,6 +21,19 @@ def read_json(path: Path, suite: str) -> Any:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise DatasetError(f"{path} cannot be read as JSON ({exc}); the file is damaged or incomplete.",
                            REDOWNLOAD) from None
+    except RecursionError:
+        raise DatasetError(f"{path} is nested too deeply to be the suite's annotations.", REDOWNLOAD) from None
+
+
+def image_name(entry: dict[str, Any], key: str, where: str) -> str:
+    """An image's file name as the annotation gives it, relative to the suite's image folder or archive: an
+    absolute path or a `..` would make Deskhand read (and send to the model server) a picture from outside it."""
+    name = text(entry, key, where)
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if name.startswith(("/", "\\")) or PureWindowsPath(name).drive or ".." in parts or "\0" in name:
+        raise DatasetError(f"{where}: its image “{name[:200]}” lies outside the data set's folder; Deskhand reads "
+                           "only the suite's own images.", REDOWNLOAD)
+    return name
 
 
 def entries(data: Any, where: str) -> list[dict[str, Any]]:

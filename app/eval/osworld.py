@@ -66,7 +66,7 @@ def load_osworld_g(root: Path) -> list[Item]:
         kind = layout.text(e, "box_type", where)
         coords = [] if kind == "refusal" else layout.numbers(e, "box_coordinates", where, None)
         item_id = str(e.get("id") or i)
-        name = layout.text(e, "image_path", where)
+        name = layout.image_name(e, "image_path", where)
         gui_types = e.get("GUI_types")
         gui = gui_types if isinstance(gui_types, list) else []
         items.append(Item(

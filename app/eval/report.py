@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.report_page import markdown_table
-from app.eval.runner import ItemResult
+from app.eval.runner import ItemResult, write_whole
 from app.eval.stats import Paired, Rate, paired, percentile
 
 # llama.cpp's general.file_type (enum llama_ftype) for the quantizations people use
@@ -298,5 +298,5 @@ def markdown(s: dict[str, Any], breakdown: Sequence[str]) -> str:
 
 
 def write(folder: Path, s: dict[str, Any], breakdown: Sequence[str]) -> None:
-    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (folder / "summary.md").write_text(markdown(s, breakdown), encoding="utf-8")
+    write_whole(folder / "summary.json", json.dumps(s, ensure_ascii=False, indent=2) + "\n")
+    write_whole(folder / "summary.md", markdown(s, breakdown))

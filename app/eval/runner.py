@@ -8,8 +8,10 @@ leaves every earlier result on disk.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from typing import Any
 
 from app.domain.actions import target_of
 from app.domain.cancel import CancelToken
-from app.domain.errors import Cancelled, ProposalError
+from app.domain.errors import Cancelled, DeskhandError, ProposalError, os_error
 from app.domain.geometry import Monitor, model_to_pixels
 from app.domain.proposal import Observation
 from app.engine.base import Engine
@@ -26,6 +28,26 @@ from app.eval.items import DatasetError, Item
 from app.eval.targets import Refusal, check_inside, in_pixels
 
 Progress = Callable[[int, int, "ItemResult"], None]
+
+
+def not_written(exc: OSError, path: Path) -> DeskhandError:
+    """A results file the disk refused (full, read-only, a file where the folder should be), in words."""
+    return os_error(exc, path, f"The results could not be written to {path.name}")
+
+
+def write_whole(path: Path, data: str | bytes) -> None:
+    """A summary, a chart or a list written whole or not at all: a full disk leaves no empty summary.md behind."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise not_written(exc, path) from None
 
 
 @dataclass(frozen=True)
@@ -109,14 +131,17 @@ def run_items(engine: Engine, items: Sequence[Item], results: Path, token: Cance
               progress: Progress | None = None) -> list[ItemResult]:
     """Every item in order, each appended to `results` (JSONL) when scored; stops early (Cancelled) on Stop."""
     done: list[ItemResult] = []
-    with results.open("a", encoding="utf-8") as out:
-        for i, item in enumerate(items):
-            if token.cancelled:
-                raise Cancelled(token.reason or "stopped")
-            r = localise(engine, item, token, variant)
-            out.write(json.dumps(r.as_json(), ensure_ascii=False) + "\n")
-            out.flush()
-            done.append(r)
-            if progress is not None:
-                progress(i + 1, len(items), r)
+    try:
+        with results.open("a", encoding="utf-8") as out:
+            for i, item in enumerate(items):
+                if token.cancelled:
+                    raise Cancelled(token.reason or "stopped")
+                r = localise(engine, item, token, variant)
+                out.write(json.dumps(r.as_json(), ensure_ascii=False) + "\n")
+                out.flush()
+                done.append(r)
+                if progress is not None:
+                    progress(i + 1, len(items), r)
+    except OSError as exc:  # the disk filled up (or went read-only) part-way: what was written stays
+        raise not_written(exc, results) from None
     return done

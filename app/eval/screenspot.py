@@ -47,7 +47,7 @@ def load_screenspot_v2(root: Path) -> list[Item]:
             kind = layout.text(e, "data_type", where)
             items.append(Item(
                 suite="screenspot-v2", id=f"{platform}/{i}", instruction=layout.text(e, "instruction", where),
-                image=_v2_image(root, layout.text(e, "img_filename", where)), target=Box(x, y, x + w, y + h),
+                image=_v2_image(root, layout.image_name(e, "img_filename", where)), target=Box(x, y, x + w, y + h),
                 groups={"platform": (platform,), "kind": (kind,), "platform/kind": (f"{platform}/{kind}",),
                         "source": (layout.text(e, "data_source", where, ""),)},
                 extra={"bbox": [x, y, w, h]}))
@@ -67,7 +67,7 @@ def load_screenspot_pro(root: Path) -> list[Item]:
             if e.get("gt_type", "positive") != "positive":
                 continue
             x1, y1, x2, y2 = layout.numbers(e, "bbox", where)
-            name = layout.text(e, "img_filename", where)
+            name = layout.image_name(e, "img_filename", where)
             kind, group = layout.text(e, "ui_type", where), layout.text(e, "group", where)
             items.append(Item(
                 suite="screenspot-pro", id=str(e.get("id") or f"{path.stem}/{i}"),

@@ -89,4 +89,6 @@ def check_inside(target: Target, width: int, height: int) -> str | None:
         return f"its box [{x1:g}, {y1:g}, {x2:g}, {y2:g}] has no area"
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
         return f"its box [{x1:g}, {y1:g}, {x2:g}, {y2:g}] lies outside the {width}×{height} image"
+    if x2 - x1 > width or y2 - y1 > height:  # a box of 1e308 would count every point as a hit
+        return f"its box [{x1:g}, {y1:g}, {x2:g}, {y2:g}] is larger than the {width}×{height} image"
     return None

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.domain.report_page import document, escape, markdown_table
 from app.domain.report_page import table as html_table
+from app.eval.runner import write_whole
 from app.eval.stats import Rate, percentile
 
 STATUSES = ("passed", "failed", "skipped", "error", "stopped")
@@ -132,6 +133,6 @@ def html(s: dict[str, Any]) -> str:
 
 
 def write(folder: Path, s: dict[str, Any]) -> None:
-    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
-    (folder / "report.html").write_text(html(s), encoding="utf-8")
+    write_whole(folder / "summary.json", json.dumps(s, ensure_ascii=False, indent=2) + "\n")
+    write_whole(folder / "summary.md", markdown(s))
+    write_whole(folder / "report.html", html(s))

@@ -9,12 +9,14 @@ import contextlib
 import sys
 from typing import Any
 
+from app.cli.shared.terminal_text import terminal_safe
 from app.domain.errors import DeskhandError
 
 
 def say(text: str) -> None:
+    """A line on stderr; what it quotes (a task, a file name, a server's words) may hold terminal escapes."""
     with contextlib.suppress(OSError, UnicodeEncodeError):
-        print(f"deskhand: {text}", file=sys.stderr, flush=True)
+        print(terminal_safe(f"deskhand: {text}"), file=sys.stderr, flush=True)
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:

@@ -9,7 +9,17 @@ import difflib
 import re
 from collections.abc import Sequence
 
-_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
+# a negative number, read as a value: argparse's own pattern misses exponents and infinity (`inspect -1e308 0`
+# was "unknown option -1e308"); `numbers_are_values` gives every parser this one
+NUMBER = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?$|^-(?:inf|infinity|nan)$", re.IGNORECASE)
+
+
+def numbers_are_values(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """This parser and its commands' parsers take every negative number as a value (no option looks like one)."""
+    parser._negative_number_matcher = NUMBER
+    for sub in _subparsers(parser).values():
+        numbers_are_values(sub)
+    return parser
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -52,7 +62,7 @@ def find_unknown_option(parser: argparse.ArgumentParser,
     for word in argv:
         if word == "--":
             return None
-        option_like = word.startswith("-") and word != "-" and not _NUMBER.match(word)
+        option_like = word.startswith("-") and word != "-" and not NUMBER.match(word)
         if skip:
             skip -= 1
             continue

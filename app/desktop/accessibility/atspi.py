@@ -10,10 +10,12 @@ and Qt sometimes not at all — and the children's boxes where it stops short.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.desktop.accessibility.atspi_names import role_name, state_names
@@ -72,6 +74,17 @@ def _session_address() -> str:
         raise AccessibilityUnavailable("There is no D-Bus session bus, so no accessibility bus either.",
                                        "Start Deskhand from your desktop session.")
     return address
+
+
+def _silent(exc: LookupTimeout, app: str, pid: int) -> LookupTimeout:
+    """The timeout, naming the application whose answer the lookup was waiting for (not one merely reached after
+    the deadline had passed)."""
+    if not exc.waiting or exc.who or not (app or pid):
+        return exc
+    if not app and pid:
+        with contextlib.suppress(OSError):
+            app = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip()
+    return LookupTimeout(f"“{app}” (process {pid})" if pid else f"“{app}”", waiting=True)
 
 
 class AtspiBackend:
@@ -150,7 +163,7 @@ class AtspiBackend:
             return self._get(self._bus, ref, iface, method, sig, body,
                              timeout=max(0.01, self._deadline - time.monotonic()))
         except TimeoutError:
-            raise LookupTimeout() from None
+            raise LookupTimeout(waiting=True) from None  # the deadline passed while this call waited for its answer
 
     def _prop(self, ref: Ref, name: str) -> Any:
         value = self._call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", (ACCESSIBLE, name))[0]
@@ -183,6 +196,7 @@ class AtspiBackend:
     def _windows(self) -> list[_Window]:
         out = []
         for app in self._children(REGISTRY):
+            pid, app_name = 0, ""
             try:
                 pid = self._pid(app[0])
                 if pid == self._own_pid:
@@ -196,6 +210,8 @@ class AtspiBackend:
                     out.append(_Window(ref, app_name, pid, str(self._prop(ref, "Name")), box, "active" in states))
             except _Missing:
                 continue  # the application went away while we looked
+            except LookupTimeout as exc:
+                raise _silent(exc, app_name, pid) from None
         return out
 
     def _on_screen(self) -> tuple[WindowInfo, ...] | None:
@@ -280,7 +296,10 @@ class AtspiBackend:
             window = self._top_window(self._windows(), x, y)
             if window is None:
                 return None
-            return self._element(self._descend(window.ref, x, y), window)
+            try:
+                return self._element(self._descend(window.ref, x, y), window)
+            except LookupTimeout as exc:
+                raise _silent(exc, window.app, window.pid) from None
         except _Missing as exc:
             log.debug("no element at (%d, %d): %s", x, y, exc)
             return None
@@ -295,8 +314,11 @@ class AtspiBackend:
             focus = next((w for w in on_screen if w.focused), None) if on_screen else None
             chosen = [w for w in windows if focus is not None and w.pid == focus.pid and w.title == focus.title]
             for window in chosen or [w for w in windows if w.active]:
-                if (ref := self._find_focused(window.ref)) is not None:
-                    return self._element(ref, window)
+                try:
+                    if (ref := self._find_focused(window.ref)) is not None:
+                        return self._element(ref, window)
+                except LookupTimeout as exc:
+                    raise _silent(exc, window.app, window.pid) from None
             return None
         except _Missing as exc:
             log.debug("no focused element: %s", exc)

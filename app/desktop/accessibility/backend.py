@@ -15,7 +15,12 @@ from app.domain.accessible import AccessibleElement
 
 
 class LookupTimeout(Exception):
-    """The lookup ran past its deadline: abandoned for this step."""
+    """The lookup ran past its deadline: abandoned for this step. `who`: the application whose answer it was
+    waiting for when the deadline passed, where known (a stopped or hung one), as words for a person."""
+
+    def __init__(self, who: str = "", waiting: bool = False) -> None:
+        super().__init__(who)
+        self.who, self.waiting = who, waiting
 
 
 class AccessibilityUnavailable(Exception):

@@ -35,6 +35,7 @@ class _Job:
         self.fn, self.deadline = fn, deadline
         self.done = threading.Event()
         self.value: Any = None
+        self.late: LookupTimeout | None = None  # the backend stopped at the deadline
 
 
 class BoundedLookup:
@@ -43,6 +44,7 @@ class BoundedLookup:
         self.bound_s, self.find_bound_s = bound_s, find_bound_s
         self.unavailable: AccessibilityUnavailable | None = None
         self.late = 0  # lookups abandoned past the bound, for the log and the doctor
+        self.silent = ""  # the application the last late lookup waited for, where known ("" otherwise)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._ready = threading.Event()
         self._backend: AccessibilityBackend | None = None
@@ -68,8 +70,8 @@ class BoundedLookup:
             try:
                 if self._backend is not None:
                     job.value = job.fn(self._backend, job.deadline)
-            except LookupTimeout:
-                pass
+            except LookupTimeout as exc:
+                job.late = exc
             except Exception:  # one application's odd answer must not end the thread
                 log.warning("an accessibility lookup failed", exc_info=True)
             finally:
@@ -87,9 +89,11 @@ class BoundedLookup:
         bound = self.bound_s if bound_s is None else bound_s
         job = _Job(fn, time.monotonic() + bound)
         self._jobs.put(job)
-        if not job.done.wait(bound + 0.05):  # the backend's own deadline check usually ends it first
+        if not job.done.wait(bound + 0.05) or job.late is not None:  # the backend's deadline check ends it first
             self.late += 1
-            log.info("accessibility lookup abandoned after %.0f ms", bound * 1000)
+            self.silent = job.late.who if job.late is not None else ""
+            log.info("accessibility lookup abandoned after %.0f ms%s", bound * 1000,
+                     f": no answer from {self.silent}" if self.silent else "")
             return None
         return job.value
 

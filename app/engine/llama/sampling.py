@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import llama_cpp
 import numpy as np
 
-from app.domain.errors import ModelLoadError
+from app.domain.errors import ModelFileError, ModelLoadError
 from app.engine.llama.forced_text import ForcedText
 from app.engine.llama.runtime import LlamaRuntime
 
@@ -30,6 +30,28 @@ class Sampler(Protocol):
 
 
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+
+
+def invalid_numbers(value: float) -> ModelFileError:
+    """A NaN or infinite logit: no token can be chosen from it, and no later one will be better."""
+    what = "NaN" if math.isnan(value) else "infinity"
+    return ModelFileError(f"The model produced invalid numbers ({what}) — the model file is broken.",
+                          "Download or convert the model again; if the new copy does the same, try another "
+                          "quantization of it (a broken quantization or an fp16 overflow leaves such numbers).")
+
+
+def broken(value: float) -> bool:
+    """NaN or +inf: no real logit. (-inf is a forbidden token.)"""
+    return math.isnan(value) or value == math.inf
+
+
+def checked(logits: np.ndarray, token: int) -> int:
+    """`token`, the argmax, once its logit is not NaN or +inf. NaN compares false with everything, so numpy's argmax
+    and max return the first NaN where there is one: one look at the winner's logit finds a NaN anywhere in the
+    vector, and an infinity that would win, without another pass over the vocabulary."""
+    if broken(value := float(logits[token])):
+        raise invalid_numbers(value)
+    return token
 
 
 class TopK:
@@ -66,8 +88,8 @@ class TopK:
     def draw(self, logits: np.ndarray) -> int:
         """A token from the logits (-inf where forbidden); the argmax when nothing is finite."""
         idx = self.candidates(logits)
-        if len(idx) == 0:
-            return int(np.argmax(logits))
+        if len(idx) == 0:  # no finite maximum: nothing allowed, or NaN or +inf in the vector
+            return checked(logits, int(np.argmax(logits)))
         z = logits[idx].astype(np.float64) / self.temperature
         cum = np.cumsum(np.exp(z - z.max()))
         at = int(np.searchsorted(cum, self.rng.random() * cum[-1], side="right"))
@@ -109,7 +131,7 @@ class GrammarSampler:
         do for every token."""
         logits = self.rt.logits()
         if self.greedy:
-            return int(np.argmax(logits))
+            return checked(logits, int(np.argmax(logits)))
         return self._top_k.draw(logits)
 
     def _allowed(self, token: int) -> bool:
@@ -155,8 +177,13 @@ class GrammarSampler:
     def _constrained(self) -> int:
         self.slow_paths += 1
         ids, masked = self.allowed_candidates()
+        if broken(best := float(masked.max())):
+            raise invalid_numbers(best)
+        if best == -math.inf:  # never reached with a sound model: the grammar always allows something
+            raise ModelFileError("The model's vocabulary has no token the answer's grammar allows here.",
+                                 "Check that the model matches its profile (Settings → Model).")
         if self.greedy:  # the first of equal maxima, as llama.cpp's greedy sampler picks
-            return int(ids[masked == masked.max()].min())
+            return int(ids[masked == best].min())
         return int(ids[pick(masked, self.temperature, self.top_k, self._rng)])
 
     def sample(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from app.domain.proposal import Observation, PastStep
 from app.engine.base import Engine
 from app.eval.replay.history import RecordedRun, RecordedStep
 from app.eval.replay.judge import Reference, Score, reference_of, score
+from app.eval.runner import not_written
 
 IMAGES_KEPT = 5  # screenshots the loop keeps for an engine without a profile to ask (app.agent.loop.RunConfig)
 Progress = Callable[[int, int, "StepResult"], None]
@@ -79,13 +80,42 @@ class Plan:
         self.not_scored[why] = self.not_scored.get(why, 0) + 1
 
 
+SKIPPED_SHOWN = 12  # reasons said one by one; the rest counted (summary.json lists every run)
+
+
+def _numbers(ids: Sequence[int]) -> str:
+    """1, 2, 3, 5, 7, 8 -> "1–3, 5, 7–8"."""
+    spans: list[list[int]] = []
+    for i in sorted(ids):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
+
+
+def skipped_lines(skipped: Mapping[Any, str], shown: int = SKIPPED_SHOWN) -> list[str]:
+    """Why runs are not replayed, one line per reason (the runs that share it together), the most common first:
+    `--since` over 10,000 runs that were never judged is one line, not 10,000."""
+    by_why: dict[str, list[int]] = {}
+    for run_id, why in skipped.items():
+        by_why.setdefault(why, []).append(int(run_id))
+    groups = sorted(by_why.items(), key=lambda g: (-len(g[1]), min(g[1])))
+    out = [f"run {ids[0]}: {why}" if len(ids) == 1 else f"runs {_numbers(ids)} ({len(ids)} runs), each: {why}"
+           for why, ids in groups[:shown]]
+    if len(groups) > shown:
+        rest = sum(len(ids) for _, ids in groups[shown:])
+        out.append(f"{rest} more run(s) for {len(groups) - shown} other reasons (the summary's JSON lists each)")
+    return out
+
+
 def _no_screenshots(run: RecordedRun) -> str | None:
     if not any(s.shot is not None for s in run.steps):
         return ("it ran in private mode, so no screenshot was kept" if run.private else
                 "no screenshot of it was kept")
     if not any(s.shot is not None and s.shot.is_file() for s in run.steps):
         folder = next(s.shot for s in run.steps if s.shot is not None).parent
-        return f"its screenshots are no longer on disk ({folder})"
+        return f"its screenshots are no longer on disk (in {folder.parent})"  # the same words for every such run
     return None
 
 
@@ -93,6 +123,9 @@ def plan(runs: Sequence[RecordedRun]) -> Plan:
     """Which steps are asked, and why the others are not (nothing is read but file names)."""
     out = Plan()
     for run in runs:
+        if run.damaged:
+            out.skipped_runs[run.id] = f"its record is damaged ({run.damaged})"
+            continue
         if not run.steps:
             out.skipped_runs[run.id] = "it has no recorded steps"
             continue
@@ -169,6 +202,12 @@ class Asker:
     def run(self, planned: Sequence[Planned]) -> list[StepResult]:
         total = sum(len(p.asked) for p in planned)
         done: list[StepResult] = []
+        try:
+            return self._run(planned, total, done)
+        except OSError as exc:  # the disk filled up (or went read-only) part-way: what was written stays
+            raise not_written(exc, self.results) from None
+
+    def _run(self, planned: Sequence[Planned], total: int, done: list[StepResult]) -> list[StepResult]:
         with self.results.open("a", encoding="utf-8") as out:
             for p in planned:
                 wanted = {(s.step, s.attempt): ref for s, ref in p.asked}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,10 +69,38 @@ class RecordedRun:
     private: bool
     model: str
     steps: tuple[RecordedStep, ...]
+    damaged: str = ""  # what of its record cannot be read: the run is listed and said, never replayed
 
     @property
     def started(self) -> str:
-        return dt.datetime.fromtimestamp(self.started_at).strftime("%Y-%m-%d %H:%M")
+        try:
+            return dt.datetime.fromtimestamp(self.started_at).strftime("%Y-%m-%d %H:%M")
+        except (ValueError, OverflowError, OSError):
+            return "????-??-?? ??:??"
+
+
+class _Damaged(Exception):
+    """A value of a run's record that is not what Deskhand writes there (edited by hand, or a damaged file)."""
+
+
+def _number(value: Any, what: str, kind: type[int] | type[float] = int) -> Any:
+    try:
+        n = kind(value)
+        if kind is float and not math.isfinite(n):
+            raise ValueError(n)
+        return n
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value)
+        raise _Damaged(f"{what} is {shown[:40] + '…' if len(shown) > 40 else shown}") from None
+
+
+def _start_time(value: Any) -> float:
+    when: float = _number(value, "its start time", float)
+    try:
+        dt.datetime.fromtimestamp(when)
+    except (ValueError, OverflowError, OSError):
+        raise _Damaged(f"its start time ({when}) is no date") from None
+    return when
 
 
 def parse_since(text: str) -> float:
@@ -119,10 +148,15 @@ def _step(row: sqlite3.Row, runs_dir: Path) -> RecordedStep:
     counters = _json(d.get("counters")) or {}
     width, height = d.get("width"), d.get("height")
     shot = d.get("screenshot")
+    step = _number(d["step"], "a step's number")
+    where = f"step {step}'s"
+    if shot is not None and (not isinstance(shot, str) or Path(shot).name != shot):
+        raise _Damaged(f"{where} screenshot file name is {str(shot)[:40]!r}")
     return RecordedStep(
-        run_id=int(d["run_id"]), step=int(d["step"]), attempt=int(d.get("attempt") or 1),
+        run_id=int(d["run_id"]), step=step, attempt=_number(d.get("attempt") or 1, f"{where} attempt"),
         shot=runs_dir / str(d["run_id"]) / shot if shot else None,
-        size=(int(width), int(height)) if width and height else None,
+        size=(_number(width, f"{where} screen width"), _number(height, f"{where} screen height"))
+        if width and height else None,
         digest=str(monitor.get("digest") or "") if isinstance(monitor, dict) else "",
         feedback=d.get("observation") or "", raw=d.get("raw_output") or "", action=_json(d.get("action")),
         edited=_json(d.get("edited_action")), decision=d.get("decision") or "", verdict=d.get("verdict") or "",
@@ -162,14 +196,7 @@ def read_runs(db: Path, runs_dir: Path, ids: Sequence[int] = (), since: float | 
                                    f"{last}.", "Give an earlier --since date, or run numbers.")
         else:
             rows = con.execute("SELECT * FROM runs ORDER BY started_at").fetchall()
-        runs = []
-        for r in rows:
-            d = dict(r)
-            steps = con.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY step, attempt", (d["id"],))
-            runs.append(RecordedRun(int(d["id"]), d["task"], float(d["started_at"]), d["status"],
-                                    bool(d.get("private")), d.get("model") or "",
-                                    tuple(_step(s, runs_dir) for s in steps)))
-        return runs
+        return [_run(con, dict(r), runs_dir) for r in rows]
     except sqlite3.Error as exc:
         raise HistoryError(f"The history {db} cannot be read: {exc}.",
                            "Try again once no other program writes to it; Deskhand itself may stay open.") from None
@@ -177,12 +204,30 @@ def read_runs(db: Path, runs_dir: Path, ids: Sequence[int] = (), since: float | 
         con.close()
 
 
+def _run(con: sqlite3.Connection, d: dict[str, Any], runs_dir: Path) -> RecordedRun:
+    """One run and its steps; a value that cannot be what Deskhand wrote (a start time "yesterday", a width "wide")
+    makes it a damaged run, said by number, and the other runs are read as usual."""
+    task, status = str(d["task"] or ""), str(d["status"] or "")
+    try:
+        started = _start_time(d["started_at"])
+        steps = tuple(_step(s, runs_dir) for s in con.execute(
+            "SELECT * FROM steps WHERE run_id = ? ORDER BY step, attempt", (d["id"],)))
+    except _Damaged as exc:
+        return RecordedRun(int(d["id"]), task, math.nan, status, bool(d.get("private")), str(d.get("model") or ""),
+                           (), damaged=str(exc))
+    return RecordedRun(int(d["id"]), task, started, status, bool(d.get("private")), str(d.get("model") or ""),
+                       steps)
+
+
 def list_lines(runs: Sequence[RecordedRun]) -> list[str]:
     """`--list`: one line per run, with what replay can use of it."""
     out = []
     for run in runs:
+        task = run.task.replace("\n", " ")[:60]
+        if run.damaged:
+            out.append(f"{run.id:>5}  run {run.id}'s record is damaged ({run.damaged}): it is not replayed  {task}")
+            continue
         shots = sum(s.shot is not None for s in run.steps)
-        task = run.task.replace("\n", " ")
         out.append(f"{run.id:>5}  {run.started}  {run.status:<12} {len(run.steps):>3} step(s), {shots:>3} "
-                   f"screenshot(s){'  private' if run.private else ''}  {task[:60]}")
+                   f"screenshot(s){'  private' if run.private else ''}  {task}")
     return out

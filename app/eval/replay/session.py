@@ -16,7 +16,7 @@ from app.eval import report
 from app.eval.grounding import Say, Variant, prepare_out, set_thinking
 from app.eval.memory import GpuPeak, peak_rss_bytes
 from app.eval.replay import summary as figures
-from app.eval.replay.asking import Asker, Plan, Progress, StepResult
+from app.eval.replay.asking import Asker, Plan, Progress, StepResult, skipped_lines
 from app.eval.replay.history import HistoryError, RecordedRun
 from app.eval.replay.judge import CLOSE
 
@@ -31,7 +31,7 @@ SCORING = ("approved (also auto-approved, and a question you answered): the reco
 
 
 def nothing_to_ask(p: Plan) -> HistoryError:
-    why = "; ".join(f"run {i}: {w}" for i, w in p.skipped_runs.items())
+    why = "; ".join(skipped_lines(p.skipped_runs))
     steps = ", ".join(f"{n} step(s) {w}" for w, n in p.not_scored.items())
     return HistoryError(f"There is no step to replay: {why or steps}{'; ' + steps if why and steps else ''}.",
                         "Replay needs runs recorded with screenshots (private mode off) and steps you approved, "

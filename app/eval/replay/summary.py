@@ -22,8 +22,9 @@ from typing import Any
 
 from app.domain.report_page import document, escape, markdown_table
 from app.domain.report_page import table as html_table
-from app.eval.replay.asking import StepResult
+from app.eval.replay.asking import StepResult, skipped_lines
 from app.eval.replay.judge import CLOSE
+from app.eval.runner import write_whole
 from app.eval.stats import Rate, percentile
 
 PRIVATE = ("Offline and private: the model ran on {where}; your screenshots, tasks and steps "
@@ -116,7 +117,7 @@ def notes(s: dict[str, Any]) -> list[str]:
         out.append(f"{o['redacted']} step(s) typed text the record keeps as “[redacted]” (a password field): "
                    "compared by kind and point, never by the text; their prompts show “[redacted]” too.")
     if s["runs"]["skipped"]:
-        out.append("Not replayed: " + "; ".join(f"run {i}: {why}" for i, why in s["runs"]["skipped"].items()) + ".")
+        out.append("Not replayed: " + "; ".join(skipped_lines(s["runs"]["skipped"])) + ".")
     if s["not_scored"]:
         out.append("Steps not scored: " + ", ".join(f"{n} {why}" for why, n in s["not_scored"].items()) + ".")
     return out
@@ -233,6 +234,6 @@ def html(s: dict[str, Any]) -> str:
 
 
 def write(folder: Path, s: dict[str, Any]) -> None:
-    (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
-    (folder / "report.html").write_text(html(s), encoding="utf-8")
+    write_whole(folder / "summary.json", json.dumps(s, ensure_ascii=False, indent=2) + "\n")
+    write_whole(folder / "summary.md", markdown(s))
+    write_whole(folder / "report.html", html(s))

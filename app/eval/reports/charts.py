@@ -5,10 +5,13 @@ worker thread)."""
 
 from __future__ import annotations
 
+import io
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from app.eval.runner import write_whole
 
 LABEL_WIDTH = 26  # characters per line of a category's name: a long one wraps instead of being cut
 PALETTE = "tab10"  # distinct colours, told apart by most colour-blind readers too
@@ -91,4 +94,6 @@ def figure(s: dict[str, Any], key: str, seconds: Mapping[str, Sequence[float]]) 
 
 
 def chart(s: dict[str, Any], key: str, seconds: Mapping[str, Sequence[float]], path: Path) -> None:
-    figure(s, key, seconds).savefig(path, format="png", dpi=100)  # a PNG is drawn by Agg: no display needed
+    data = io.BytesIO()
+    figure(s, key, seconds).savefig(data, format="png", dpi=100)  # a PNG is drawn by Agg: no display needed
+    write_whole(path, data.getvalue())  # whole or not at all: a full disk leaves no half picture

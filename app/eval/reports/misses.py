@@ -3,13 +3,20 @@ predicted point in red), pasted together with Pillow from the suite's own images
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from app.eval.runner import ItemResult
+from app.eval.runner import ItemResult, write_whole
 from app.eval.targets import Box, Polygon, in_pixels
+
+
+def _save(img: Image.Image, path: Path) -> None:
+    data = io.BytesIO()
+    img.save(data, format="PNG")
+    write_whole(path, data.getvalue())  # whole or not at all: a full disk leaves no half picture
 
 
 def misses(results: Sequence[ItemResult], path: Path, limit: int = 24, cell: int = 220) -> int:
@@ -53,5 +60,5 @@ def misses(results: Sequence[ItemResult], path: Path, limit: int = 24, cell: int
         sheet.paste(piece, (x0, y0))
         d.text((x0 + 4, y0 + cell + 2), f"{r.item.id[:28]}: {r.action}", fill="black")
         d.text((x0 + 4, y0 + cell + 14), r.item.instruction[:34], fill=(90, 90, 90))
-    sheet.save(path)
+    _save(sheet, path)
     return len(wrong)

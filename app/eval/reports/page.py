@@ -9,6 +9,7 @@ from typing import Any
 
 from app.domain.report_page import document, escape, table
 from app.eval import report
+from app.eval.runner import write_whole
 
 NAME = "report.html"
 
@@ -47,5 +48,5 @@ def html(s: dict[str, Any], breakdown: Sequence[str], pictures: Sequence[str]) -
 def write(folder: Path, s: dict[str, Any], breakdown: Sequence[str]) -> Path:
     pictures = [p.name for p in (folder / "chart.png", folder / "misses.png") if p.is_file()]
     path = folder / NAME
-    path.write_text(html(s, breakdown, pictures), encoding="utf-8")
+    write_whole(path, html(s, breakdown, pictures))
     return path

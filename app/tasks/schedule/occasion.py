@@ -98,7 +98,8 @@ def _record(paths: Paths, task_text: str, status: str, message: str, meta: dict[
         log.warning("not recorded in History: %s", exc)
         return 0
     finally:
-        recorder.close()
+        if said := recorder.close():
+            log.warning("%s", said)
 
 
 class ScheduledRun:

@@ -149,7 +149,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         d = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _bad(f"{TASK_FILE} is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-    except RecursionError:
+    except RecursionError:  # a crafted file: the task's ERROR row, never the whole suite aborted
         raise _bad(f"{TASK_FILE} is nested too deeply to be a suite task") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise _bad(f"{TASK_FILE} is not a suite task (its “format” should be “{FORMAT}”)")
