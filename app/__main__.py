@@ -162,7 +162,7 @@ def _dispatch(args_in: list[str]) -> int:
 
             os.environ["DESKHAND_HOME"] = args.base_dir
         _load_llama_first()
-        return int(args.func(args) or 0)
+        return _command(args)
     if word is not None and [a for a in args_in[at:] if not a.startswith("-")] == [word]:
         meant = looks_like_a_command(word, commands)
         if meant is not None or (word.isascii() and word.isalpha() and word.islower()):
@@ -172,6 +172,19 @@ def _dispatch(args_in: list[str]) -> int:
             return 2
     _load_llama_first()
     return main_gui(args_in)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """A subcommand; an error it did not catch itself (its data folder read-only, a file where a folder belongs)
+    is said in its words, never as a traceback."""
+    from app.cli.shared.terminal_text import terminal_safe
+    from app.domain.errors import DeskhandError
+
+    try:
+        return int(args.func(args) or 0)
+    except DeskhandError as exc:
+        print(f"deskhand {args.command}: {terminal_safe(str(exc))}", file=sys.stderr)
+        return 2
 
 
 def main_gui(argv: Sequence[str] | None = None) -> int:

@@ -111,8 +111,8 @@ class AppRun:
             if isinstance(msg, dict) and "event" in msg:
                 yield msg
 
-    def cancel(self) -> None:
-        self.conn.send(protocol.CANCEL)
+    def cancel(self, why: str = protocol.HOST_CANCELLED) -> None:
+        self.conn.send(protocol.cancel(why))
 
     def close(self) -> None:
         self.conn.close()

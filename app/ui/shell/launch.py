@@ -78,12 +78,12 @@ def launch(argv: Sequence[str]) -> int:
     if args.base_dir:
         os.environ[BASE_DIR_ENV] = args.base_dir  # default_paths and any child process see the same folder
     from app.desktop.display import check_display, declare_dpi_awareness
+    from app.domain.errors import DeskhandError
 
     try:
         paths = default_paths(args.base_dir).ensure()
-    except OSError as exc:
-        print(f"deskhand: cannot create Deskhand's folders: {exc}\n→ Check the permissions of your home "
-              "folder, or pass --base-dir.", file=sys.stderr)
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
         return 2
     from app.ui.common.messages import close_logging, setup_logging
 
@@ -110,6 +110,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     from PySide6.QtWidgets import QApplication
 
     from app.domain.settings import load_settings
+    from app.link.instance import NotAnswering
     from app.ui.common.icons import app_icon
     from app.ui.common.messages import CrashReporter
     from app.ui.shell.agent_link import AgentLink
@@ -124,13 +125,22 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     qapp.setQuitOnLastWindowClosed(False)  # hidden while capturing, in the tray while idle: quitting is explicit
     name = server_name(args.base_dir)
     message = {"cmd": "task", "task": task} if task else {"cmd": "show"}
-    if send_to_running(name, message):
-        print("Deskhand is already running: " + ("the task was handed over to it." if task
-                                                 else "its window was brought forward."))
-        return 0
-    server = InstanceServer(name)
-    if not server.listen() and send_to_running(name, message):  # another launch won the race
-        return 0
+    try:
+        if send_to_running(name, message):
+            print("Deskhand is already running: " + ("the task was handed over to it." if task
+                                                     else "its window was brought forward."))
+            return 0
+        server = InstanceServer(name)
+        if not server.listen():
+            if send_to_running(name, message):  # another launch won the race
+                return 0
+            print(f"deskhand: {server.problem or 'another Deskhand listens, and did not take the message.'}",
+                  file=sys.stderr)
+            return 2  # never a second app on one profile
+    except NotAnswering as exc:  # one runs, stopped or stuck: say so rather than wait, or start another
+        log.error("%s", exc.what)
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 1
     loaded = load_settings(paths.settings_file)  # type: ignore[attr-defined]
     reporter = CrashReporter(log_path)  # type: ignore[arg-type]
     reporter.install()
