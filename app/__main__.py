@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the model proposes each step and you see it, but nothing is clicked or typed")
     app.add_argument("--install-desktop-entry", action="store_true", dest="app_desktop_entry",
                      help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    app.add_argument("--without-focus", action="store_true", dest="app_without_focus",
+                     help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
+                          "and scheduled runs start Deskhand)")
     # prog: each command's usage and errors start `deskhand run`, not with the two-line usage above
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="deskhand")
     register_all(sub)

@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="show each step the model proposes but perform none")
     p.add_argument("--install-desktop-entry", action="store_true",
                    help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    p.add_argument("--without-focus", action="store_true",
+                   help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
+                        "and scheduled runs start Deskhand)")
     p.add_argument("task", nargs="*", help="a task to start (handed to Deskhand if it is already running)")
     return p
 
@@ -124,7 +127,8 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     qapp.setWindowIcon(app_icon())
     qapp.setQuitOnLastWindowClosed(False)  # hidden while capturing, in the tray while idle: quitting is explicit
     name = server_name(args.base_dir)
-    message = {"cmd": "task", "task": task} if task else {"cmd": "show"}
+    # (started by a program with no task: the one running shows nothing, as if the person had not asked)
+    message = {"cmd": "task", "task": task} if task else {"cmd": "ping" if args.without_focus else "show"}
     try:
         if send_to_running(name, message):
             print("Deskhand is already running: " + ("the task was handed over to it." if task
@@ -152,7 +156,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
-    app.start(task, run_now=bool(task))
+    app.start(task, run_now=bool(task), quietly=args.without_focus)
     log.info("Deskhand started%s (log: %s)", " in dry-run mode" if args.dry_run else "", log_path)
     QTimer.singleShot(0, lambda: log.info("ready: the event loop runs"))  # what launch tests wait for
     try:
