@@ -122,7 +122,9 @@ def allow(args: argparse.Namespace) -> int:
 def forget(args: argparse.Namespace) -> int:
     from app.mcp_server.consent import ConsentStore
 
-    name = terminal_safe(args.host)
+    from app.link.consent import host_name
+
+    name = terminal_safe(host_name(args.host) or args.host[:64])  # (as stored: shortened, no control characters)
     if ConsentStore(_paths(args).config).withdraw(args.host):
         print(f"The answer for “{name}” is withdrawn: its next call asks you again (a task it runs now stops).")
         return 0
