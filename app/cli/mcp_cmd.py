@@ -120,9 +120,8 @@ def allow(args: argparse.Namespace) -> int:
 
 
 def forget(args: argparse.Namespace) -> int:
-    from app.mcp_server.consent import ConsentStore
-
     from app.link.consent import host_name
+    from app.mcp_server.consent import ConsentStore
 
     name = terminal_safe(host_name(args.host) or args.host[:64])  # (as stored: shortened, no control characters)
     if ConsentStore(_paths(args).config).withdraw(args.host):

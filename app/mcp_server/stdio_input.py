@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
+import os
 import threading
-from typing import Any, BinaryIO
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -110,28 +110,44 @@ class CheckedInput:
     """stdin as the SDK's stdio transport reads it (`async for line in ...`): the lines RequestChecks lets through;
     the others are answered on `answers` instead."""
 
-    def __init__(self, answers: MemoryObjectSendStream[SessionMessage], source: BinaryIO | None = None) -> None:
+    def __init__(self, answers: MemoryObjectSendStream[SessionMessage], fd: int = 0) -> None:
         self.checks = RequestChecks()
-        self._answers = answers
+        self._answers, self._fd = answers, fd
         self._send, self._lines = anyio.create_memory_object_stream[bytes | object](0)
         self._token = anyio.lowlevel.current_token()
-        self._source = source if source is not None else sys.stdin.buffer
         threading.Thread(target=self._read, name="deskhand-mcp-stdin", daemon=True).start()
 
     def _read(self) -> None:
+        """Lines from the file descriptor itself (os.read: a daemon thread blocked in a buffered reader's lock
+        at the end of the process aborts it), each at most MAX_LINE_BYTES held."""
+        line, skipping = bytearray(), False
         try:
-            while line := self._source.readline(MAX_LINE_BYTES + 1):
-                item: bytes | object = line
-                if len(line) > MAX_LINE_BYTES:
-                    while line and not line.endswith(b"\n"):  # the rest of it, never held
-                        line = self._source.readline(1 << 20)
-                    item = TOO_LONG
-                anyio.from_thread.run(self._send.send, item, token=self._token)
+            while chunk := os.read(self._fd, 1 << 16):
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    if skipping:
+                        skipping = False
+                        self._put(TOO_LONG)
+                    else:
+                        line += chunk[start:end + 1]
+                        self._put(bytes(line))
+                    line.clear()
+                    start = end + 1
+                if not skipping:
+                    line += chunk[start:]
+                    if len(line) > MAX_LINE_BYTES:  # the rest of it is skipped, never held
+                        line.clear()
+                        skipping = True
+            if skipping or line:  # the last line, without its line break
+                self._put(TOO_LONG if skipping else bytes(line))
         except Exception:  # the server has ended (its loop is gone), or stdin broke: no more lines either way
             pass
         finally:
             with contextlib.suppress(Exception):
                 anyio.from_thread.run_sync(self._send.close, token=self._token)
+
+    def _put(self, item: bytes | object) -> None:
+        anyio.from_thread.run(self._send.send, item, token=self._token)
 
     def __aiter__(self) -> CheckedInput:
         return self
