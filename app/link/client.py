@@ -13,7 +13,7 @@ from typing import Any
 
 from app.domain.errors import DeskhandError
 from app.link import protocol
-from app.link.instance import NotAnswering, peer_credentials, server_name
+from app.link.instance import NotAnswering, connect, peer_credentials, server_name
 
 QUICK_S = 15.0  # hello, status, stop, and the first answer to a run: the app answers these from its event loop
 
@@ -41,7 +41,7 @@ class Connection:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect(name)
+            connect(sock, name, timeout)
         except TimeoutError:  # it listens, and its backlog is full: stopped or stuck
             sock.close()
             raise NotAnswering(None) from None

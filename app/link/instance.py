@@ -20,6 +20,7 @@ import stat
 import struct
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,21 @@ def peer_uid(descriptor: int) -> int | None:
     return creds[1] if creds is not None else None
 
 
+def connect(sock: socket.socket, name: str, timeout: float) -> None:
+    """Connect to the instance's socket. A listener whose backlog is full (EAGAIN) listens all the same: it has
+    not taken the connections before this one yet (a burst of them, or it is stopped); connecting is tried again
+    until `timeout`, then TimeoutError. OSError when nothing listens."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            sock.connect(name)
+            return
+        except BlockingIOError:
+            if time.monotonic() > end:
+                raise TimeoutError(f"{name} listens and takes no connection") from None
+            time.sleep(0.05)
+
+
 def listening(base_dir: str | None = None) -> bool:
     """Whether a Deskhand app listens for later launches (connected to, nothing sent)."""
     name = server_name(base_dir)
@@ -159,7 +175,9 @@ def listening(base_dir: str | None = None) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(2.0)
         try:
-            sock.connect(name)
+            connect(sock, name, 2.0)
+        except TimeoutError:  # it listens, stuck or flooded
+            return True
         except OSError:
             return False
     return True
@@ -185,7 +203,7 @@ def send_to(name: str, message: dict[str, Any], timeout: float = 5.0) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         try:
-            sock.connect(name)
+            connect(sock, name, timeout)
         except TimeoutError:  # the backlog of a stopped app is full
             raise NotAnswering(None) from None
         except OSError:

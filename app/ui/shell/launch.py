@@ -129,14 +129,21 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     name = server_name(args.base_dir)
     # (started by a program with no task: the one running shows nothing, as if the person had not asked)
     message = {"cmd": "task", "task": task} if task else {"cmd": "ping" if args.without_focus else "show"}
+    def hand_over() -> bool:
+        """Whether an app that runs took the message. A quiet "ping" first: a stopped or stuck app must not get a
+        task it would do once it goes on, after this launch said it does not answer."""
+        if not send_to_running(name, {"cmd": "ping"}):
+            return False
+        return message["cmd"] == "ping" or send_to_running(name, message)
+
     try:
-        if send_to_running(name, message):
+        if hand_over():
             print("Deskhand is already running: " + ("the task was handed over to it." if task
                                                      else "its window was brought forward."))
             return 0
         server = InstanceServer(name)
         if not server.listen():
-            if send_to_running(name, message):  # another launch won the race
+            if hand_over():  # another launch won the race
                 return 0
             print(f"deskhand: {server.problem or 'another Deskhand listens, and did not take the message.'}",
                   file=sys.stderr)
