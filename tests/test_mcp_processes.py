@@ -7,6 +7,7 @@ server standing in for vLLM (tests/fake_vllm.py), a real Qt target window, the X
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -247,7 +248,7 @@ def test_a_typed_password_is_kept_out_of_what_the_host_is_told(desktop, tmp_path
 def small_disk(tmp_path):
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mnt)], capture_output=True,
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mnt)], capture_output=True,
                        text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a small file system here: {r.stderr.strip()}")
@@ -294,3 +295,32 @@ def test_runs_being_a_file_is_said_plainly_by_run_and_mcp(desktop, tmp_path):
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert f"{runs}: a file is in the way where Deskhand keeps a folder" in run.stderr, run.stderr
     assert mcp.returncode == 2 and "a file is in the way" in mcp.stderr and "Traceback" not in mcp.stderr, mcp.stderr
+
+
+def test_a_full_disk_is_said_plainly_by_run_mcp_and_mcp_allow(desktop, tmp_path, small_disk):
+    with FakeVLLM(answer=ANSWER) as model:
+        home = small_disk / "home"
+        paths = default_paths(home).ensure()
+        paths.settings_file.write_text(json.dumps({"engine": "remote", "engine_url": model.url, "setup_done": True,
+                                                   "profile": str(tool_profile(tmp_path, ("answer",)))}))
+        env = env_of(desktop, home)
+        assert subprocess.run([sys.executable, "-m", "app", "mcp", "allow", HOST], cwd=REPO, env=env,
+                              timeout=120).returncode == 0
+        with open(small_disk / "filler", "wb") as filler, contextlib.suppress(OSError):  # the disk is full now
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        allow = subprocess.run([sys.executable, "-m", "app", "mcp", "allow", "another-host"], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=120)
+        run, _ = _both(desktop, home)
+        server = start_server(desktop, home, tmp_path)
+        try:
+            result = server.request(1, "tools/call", {"name": "run_task", "arguments": {"task": "Say done"}})
+        finally:
+            server.close()
+    assert allow.returncode == 2 and f"{paths.config / 'mcp-hosts.json'}: the disk is full" in allow.stderr
+    assert run.returncode == 0 and "Traceback" not in run.stderr and "the disk is full" in run.stderr, run.stderr
+    assert "runs without history this session" in run.stderr  # said, and the run went on
+    text = result["result"]["content"][0]["text"]
+    assert result["result"]["structuredContent"]["outcome"] == "answered", result
+    assert "It is not in Deskhand's history" in text and "Traceback" not in server.stderr(), text

@@ -101,6 +101,7 @@ def _tools(text: str | None) -> tuple[str, ...]:
 
 
 def allow(args: argparse.Namespace) -> int:
+    from app.domain.errors import DeskhandError
     from app.link.consent import host_name
     from app.mcp_server.consent import ConsentStore
 
@@ -109,7 +110,7 @@ def allow(args: argparse.Namespace) -> int:
             raise ValueError("the host's name is empty once control characters are left out; give the name it "
                              "introduces itself with, e.g. claude-code")
         grant = ConsentStore(_paths(args).config).allow(args.host, _tools(args.tools))
-    except ValueError as exc:
+    except (ValueError, DeskhandError) as exc:
         _say(str(exc))
         return 2
     name = terminal_safe(grant.host)

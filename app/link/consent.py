@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.domain.errors import file_problem
+
 FILE_NAME = "mcp-hosts.json"
 # the tools a host may be allowed, and what allowing each means, in the words the consent dialog and Settings use
 TOOL_WORDS: dict[str, str] = {
@@ -86,17 +88,23 @@ class ConsentStore:
         return data.get("hosts", {}) if isinstance(data, dict) and isinstance(data.get("hosts"), dict) else {}
 
     def _write(self, hosts: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # a temporary file of this writer's own (mkstemp: this user's only): the app and `deskhand mcp allow` may
-        # write at once, and a shared name let one move the other's half-written file into place
-        fd, tmp = tempfile.mkstemp(prefix=f".{FILE_NAME}.", suffix=".tmp", dir=self.path.parent)
+        """DeskhandError (what happened, what to do) when the disk refuses: full, read-only; the file as it was."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # a temporary file of this writer's own (mkstemp: this user's only): the app and `deskhand mcp allow`
+            # may write at once, and a shared name let one move the other's half-written file into place
+            fd, tmp = tempfile.mkstemp(prefix=f".{FILE_NAME}.", suffix=".tmp", dir=self.path.parent)
+        except OSError as exc:
+            raise file_problem(exc, self.path) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump({"hosts": hosts}, f, indent=2, ensure_ascii=False)
             os.replace(tmp, self.path)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise file_problem(exc, self.path) from None
             raise
 
     def grant(self, host: str) -> Grant | None:

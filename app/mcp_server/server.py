@@ -208,7 +208,9 @@ class DeskhandServer:
         r = run.result
         out = {"outcome": r.outcome, "answer": r.answer, "message": r.message, "steps": r.steps, "run_id": r.run_id,
                "needs_person": r.needs_person, "done": run.done}
-        text = f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}"
+        text = (f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}" if r.run_id else
+                f"The run {r.outcome} after {steps_text(r.steps)}: {r.message} (It is not in Deskhand's history: "
+                "the history could not be written, e.g. a full disk; Deskhand's log says why.)")
         if r.answer:
             text += f"\nAnswer: {r.answer}"
         if run.done:
