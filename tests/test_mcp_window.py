@@ -371,6 +371,30 @@ def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, deskto
         host.close()
 
 
+def test_withdrawing_a_hosts_permission_stops_its_run_in_the_app(qtbot, desktop, running_app, home):
+    """MG5 of the 2026-12-06 pass: withdrawn after a step of the host's run (Settings → Other agents → Withdraw
+    and `deskhand mcp forget` change the same store), the run went on for 27 more steps. It stops at once now,
+    and its record says why."""
+    app, _link = running_app
+    store = ConsentStore(default_paths(home).config)
+    store.allow(HOST)
+    host = stdio_host()
+    progress: list[str] = []
+    try:
+        answer(qtbot, host.ready)
+        with qtbot.waitSignal(app.presenter.finished, timeout=300000) as finished:
+            run = host.tool("run_task", {"task": "Keep clicking", "max_steps": 200}, progress)
+            qtbot.waitUntil(lambda: any("done: " in p or "waits for the person" in p for p in progress),
+                            timeout=300000)
+            store.withdraw(HOST)
+        e = finished.args[0]
+        assert e.outcome == "stopped" and f"withdrew “{HOST}”'s permission" in e.message, e
+        assert answer(qtbot, run).structured_content["outcome"] == "stopped"
+        assert pressed_keys(desktop.display) == [] and pointer_state(desktop.display)[2] == 0
+    finally:
+        host.close()
+
+
 def loaded_engines() -> list[Any]:
     """Every llama.cpp engine in this process that holds a loaded model now (as test_model_test_lending counts)."""
     from app.engine.llama.engine import LocalEngine
