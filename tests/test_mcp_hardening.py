@@ -98,10 +98,10 @@ def test_every_request_with_a_usable_id_is_answered_naming_what_is_wrong(tmp_pat
     ("run_task", {"task": "x", "max_steps": 201}, "'max_steps' must be between 1 and 200, not 201"),
     ("run_task", {"task": "x", "max_steps": 10 ** 30}, "must be between 1 and 200"),
     ("run_task", {"task": "x", "max_steps": 1.5}, "'max_steps' must be a integer, not float 1.5"),
-    ("screenshot", {"monitor": 0}, "'monitor' must be between 1 and any, not 0"),
+    ("screenshot", {"monitor": 0}, "'monitor' must be 1 or more, not 0"),
     ("screenshot", {"monitor": False}, "'monitor' must be a integer, not bool False"),
     ("run", {"run_id": True}, "'run_id' must be a integer, not bool True"),
-    ("run", {"run_id": 0}, "'run_id' must be between 1"),
+    ("run", {"run_id": 0}, "'run_id' must be 1 or more, not 0"),
     ("run", {"run_id": 3, "screenshots": "yes"}, "'screenshots' must be a boolean, not str 'yes'"),
     ("run", {"run_id": 3, "screenshots": 1}, "'screenshots' must be a boolean, not int 1"),
 ])
