@@ -87,7 +87,8 @@ class AppProcess:
 def test_a_stopped_app_is_said_to_be_stopped_by_a_launch_by_stop_and_by_the_status_tool(desktop, tmp_path):
     home = tmp_path / "home"
     env = env_of(desktop, home)
-    assert deskhand(env, "mcp", "allow", "status-host", "--tools", "status").returncode == 0
+    assert deskhand(env, "mcp", "allow", "status-host", "--tools", "status,run_task").returncode == 0
+    (home / "config" / "settings.json").write_text('{"engine": "remote", "engine_url": "http://127.0.0.1:9/v1"}')
     app = AppProcess(env, home)
     try:
         app.wait_ready()
@@ -102,10 +103,12 @@ def test_a_stopped_app_is_said_to_be_stopped_by_a_launch_by_stop_and_by_the_stat
         try:
             server.initialize("status-host")
             status = server.request(1, "tools/call", {"name": "status", "arguments": {}})  # LK23
+            task = server.request(2, "tools/call", {"name": "run_task", "arguments": {"task": "x"}})  # LK24
         finally:
             server.close()
         text = status["result"]["content"][0]["text"]
         assert said in text and "No task is running" not in text, text
+        assert task["error"]["code"] == -32004 and said in task["error"]["message"], task  # (no second app started)
         os.kill(app.proc.pid, signal.SIGCONT)  # it goes on: the launch's task never reached it (a ping came first)
         wait_until(lambda: "message from another launch: stop" in app.log.read_text(), 60, "the stop to arrive")
         assert "message from another launch: task" not in app.log.read_text()

@@ -127,6 +127,28 @@ def test_a_signal_mid_typing_stops_the_mcp_servers_run_released_recorded_and_end
     assert not (default_paths(home).data / HELD_FILE).exists()  # nothing left for the next start to release
 
 
+def test_the_host_closing_stdin_mid_typing_stops_the_run_and_the_server(desktop, tmp_path):
+    """KF-E0–2, with stdin now read by Deskhand's own reader: the host going away still stops its run."""
+    with FakeVLLM(answer=WRITE) as model:
+        home = make_home(tmp_path, model)
+        target = editor(desktop)
+        server = start_server(desktop, home, tmp_path)
+        try:
+            call_run_task(server, 1, max_steps=3)
+            typing_started(target)
+            assert server.proc.stdin is not None
+            server.proc.stdin.close()
+            status = server.proc.wait(90)
+            typed = typing_stopped(target)
+        finally:
+            server.close()
+            target.close()
+    assert status == 0, server.stderr()
+    run = runs_of(home)[0]
+    assert run["status"] == "stopped" and "cancelled by the host" in run["message"], run
+    assert typed < len(LONG) and pressed_keys(desktop.display) == [] and pointer_state(desktop.display)[2] == 0
+
+
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_a_signal_mid_typing_stops_deskhand_run_released_and_recorded(desktop, tmp_path, sig):
     with FakeVLLM(answer=WRITE) as model:
