@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the model proposes each step and you see it, but nothing is clicked or typed")
     app.add_argument("--install-desktop-entry", action="store_true", dest="app_desktop_entry",
                      help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    app.add_argument("--without-focus", action="store_true", dest="app_without_focus",
+                     help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
+                          "and scheduled runs start Deskhand)")
     # prog: each command's usage and errors start `deskhand run`, not with the two-line usage above
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="deskhand")
     register_all(sub)
@@ -162,7 +165,7 @@ def _dispatch(args_in: list[str]) -> int:
 
             os.environ["DESKHAND_HOME"] = args.base_dir
         _load_llama_first()
-        return int(args.func(args) or 0)
+        return _command(args)
     if word is not None and [a for a in args_in[at:] if not a.startswith("-")] == [word]:
         meant = looks_like_a_command(word, commands)
         if meant is not None or (word.isascii() and word.isalpha() and word.islower()):
@@ -172,6 +175,19 @@ def _dispatch(args_in: list[str]) -> int:
             return 2
     _load_llama_first()
     return main_gui(args_in)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """A subcommand; an error it did not catch itself (its data folder read-only, a file where a folder belongs)
+    is said in its words, never as a traceback."""
+    from app.cli.shared.terminal_text import terminal_safe
+    from app.domain.errors import DeskhandError
+
+    try:
+        return int(args.func(args) or 0)
+    except DeskhandError as exc:
+        print(f"deskhand {args.command}: {terminal_safe(str(exc))}", file=sys.stderr)
+        return 2
 
 
 def main_gui(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,12 @@
 """Defect 1 of the hardening pass: the GUI aborted ("Fatal Python error: bool_dealloc") after about 16 steps with
-PySide6 6.12.0 on Python 3.11. 200 steps through the real GUI (tests/long_run_gui.py) in a child process on
-its own small Xvfb, the model streaming each answer over ~0.15 s (about 5 frames): it must finish at the step limit,
-and the reference count of `True` must not fall. With 6.12.0 the child aborts (exit 134)."""
+PySide6 6.12.0 on Python 3.11. The real GUI (tests/long_run_gui.py) in a child process on its own small Xvfb, the
+model streaming each answer over a second (about 30 frames), until 1,000 events have gone through the worker's Qt
+signal to the UI: then Stop. It must end stopped, and the reference count of `True` must not fall. With 6.12.0 the
+child aborts (exit 134).
+
+The work is a number of signal emits, not a number of seconds: on a loaded CI machine (load 6-7 on 2 cores) the
+old 200 fixed steps outran the suite's 300 s per test; this takes about 20-40 steps and carries its own generous
+bound, which a busy machine only uses more of (about 170 s at load 12 on 2 cores)."""
 
 from __future__ import annotations
 
@@ -17,21 +22,23 @@ from tests.desktop import XServer, missing_tools
 
 pytestmark = pytest.mark.xdisplay
 REPO = Path(__file__).resolve().parents[1]
-STEPS = 200
+EMITS = 1000  # a binding that leaks a reference per emit shows a fall of a thousand (the check allows 100)
 
 
-def test_two_hundred_steps_through_the_real_gui(private_x, tmp_path):
+@pytest.mark.timeout(1800)
+def test_thousands_of_signal_emits_through_the_real_gui(private_x, tmp_path):
     if missing_tools("Xvfb"):
         pytest.skip("needs Xvfb")
     with XServer(tmp_path / "x", 800, 600) as server:
-        proc = subprocess.run([sys.executable, "-m", "tests.long_run_gui", str(tmp_path / "home"), str(STEPS)],
+        proc = subprocess.run([sys.executable, "-m", "tests.long_run_gui", str(tmp_path / "home"), str(EMITS)],
                               cwd=REPO, env=server.env(PYTHONFAULTHANDLER="1"), capture_output=True, text=True,
-                              timeout=600)
+                              timeout=1700)
     tail = (proc.stdout + proc.stderr)[-3000:]
     assert proc.returncode == 0, f"the GUI died with exit status {proc.returncode}:\n{tail}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["outcome"] == "step_limit" and result["steps"] == STEPS, result
-    assert result["executed"] == STEPS, result
+    print(result)  # (shown with -s: how many steps the emits took on this machine)
+    assert result["outcome"] == "stopped" and result["emits"] >= EMITS, result
+    assert result["executed"] >= 10 and result["steps"] >= result["executed"], result  # many steps, each shown
     # Python 3.11: a binding that drops a reference per emit shows as a falling count long before the abort
     # (the run itself only adds holders of True). Python 3.12+ makes True immortal: the count is constant.
     assert result["true_refs_after"] > result["true_refs_before"] - 100, result

@@ -371,6 +371,61 @@ def test_a_hosts_cancel_stops_the_run_in_the_app_with_nothing_held(qtbot, deskto
         host.close()
 
 
+def test_withdrawing_a_hosts_permission_stops_its_run_in_the_app(qtbot, desktop, running_app, home):
+    """MG5 of the 2026-12-06 pass: withdrawn after a step of the host's run (Settings → Other agents → Withdraw
+    and `deskhand mcp forget` change the same store), the run went on for 27 more steps. It stops at once now,
+    and its record says why."""
+    app, _link = running_app
+    store = ConsentStore(default_paths(home).config)
+    store.allow(HOST)
+    host = stdio_host()
+    progress: list[str] = []
+    try:
+        answer(qtbot, host.ready)
+        with qtbot.waitSignal(app.presenter.finished, timeout=300000) as finished:
+            run = host.tool("run_task", {"task": "Keep clicking", "max_steps": 200}, progress)
+            qtbot.waitUntil(lambda: any("done: " in p or "waits for the person" in p for p in progress),
+                            timeout=300000)
+            store.withdraw(HOST)
+        e = finished.args[0]
+        assert e.outcome == "stopped" and f"withdrew “{HOST}”'s permission" in e.message, e
+        assert answer(qtbot, run).structured_content["outcome"] == "stopped"
+        assert pressed_keys(desktop.display) == [] and pointer_state(desktop.display)[2] == 0
+    finally:
+        host.close()
+
+
+def test_a_typed_password_is_kept_out_of_what_the_app_sends_the_host(qtbot, desktop, home):
+    """The run's events the app streams to the host over the link, and so the host's progress notifications and
+    its result: text typed into a password field is "[redacted]" there as in the app's own records."""
+    secret = "Hunter2Secret!"
+    engine = ScriptedEngine([
+        {"tool_name": "click", "element": "Password", "x": 500, "y": 500, "button": "left", "count": 1},
+        {"tool_name": "write", "content": secret, "clear": False, "press_enter": False},
+        {"tool_name": "answer", "content": "Signed in."}], keep_images=False)
+    progress: list[str] = []
+    with app_on_link(qtbot, home, engine_factory=lambda s: engine, dry_run=True) as (app, _link):
+        ConsentStore(default_paths(home).config).allow(HOST)
+        host = stdio_host()
+        try:
+            answer(qtbot, host.ready)
+            run = host.tool("run_task", {"task": "Sign in", "max_steps": 5}, progress)
+            approved: set[int] = set()
+            while not run.done():  # the person approves what asks (the password step is risky: a click)
+                qtbot.waitUntil(lambda: run.done() or (app.dialog.isVisible() and app.dialog.event_ is not None
+                                                       and app.dialog.event_.step not in approved), timeout=180000)
+                if not run.done():
+                    step = wait_approval(qtbot, app, app.dialog.event_.step).step
+                    approved.add(step)
+                    click(desktop, app.dialog.approve_button)
+            result = run.result()
+        finally:
+            host.close()
+    told = " ".join(progress) + json.dumps(result.structured_content) + result.content[0].text
+    assert any("[redacted]" in p for p in progress), progress  # the step was told; its text was not
+    assert secret not in told and result.structured_content["outcome"] == "answered", told
+
+
 def loaded_engines() -> list[Any]:
     """Every llama.cpp engine in this process that holds a loaded model now (as test_model_test_lending counts)."""
     from app.engine.llama.engine import LocalEngine

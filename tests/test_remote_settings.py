@@ -118,3 +118,31 @@ def test_screenshots_go_to_another_computer_only_after_the_user_says_yes(qtbot):
     with pytest.raises(DeskhandError) as err:
         engine_from_settings(saved[0].replace(engine_url="https://other.example/v1"))
     assert "which you have not confirmed yet" in err.value.what
+
+
+def test_the_question_comes_back_when_the_server_address_moves_to_another_host(qtbot):
+    """A host agreed to once is not every host: moving the address to another computer asks again, and saying no
+    keeps the old settings; another port of the same host does not ask."""
+    confirmed = Settings(engine="remote", engine_url="https://gpu-a.example:8000/v1",
+                         engine_confirmed_host="gpu-a.example")
+    d = SettingsDialog(confirmed)
+    qtbot.addWidget(d)
+    d.show()
+    saved: list[Settings] = []
+    d.saved.connect(saved.append)
+    texts: list[str] = []
+    d.engine.url.setText("https://gpu-a.example:9000/v1")  # the same computer: no question
+    d.save()
+    assert saved[-1].engine_url == "https://gpu-a.example:9000/v1" and texts == []
+    d = SettingsDialog(saved[-1])
+    qtbot.addWidget(d)
+    d.show()
+    d.saved.connect(saved.append)
+    d.engine.url.setText("https://gpu-b.example:8000/v1")
+    _answer_box(None, texts)
+    d.save()
+    qtbot.waitUntil(lambda: len(texts) == 1)
+    assert len(saved) == 1 and "gpu-b.example" in texts[0]  # asked, and "no" saved nothing
+    _answer_box("Send screenshots to this server", texts)
+    d.save()
+    assert len(texts) == 2 and saved[-1].engine_confirmed_host == "gpu-b.example"

@@ -4,7 +4,10 @@ whole life, and the kernel lets go of it however the process ends (kill -9 inclu
 A run's record names its process's lock file, so a start marks as interrupted only the runs whose process
 is gone, not a headless run still going on the same data folder; `deskhand stop` finds live headless runs
 here. Where there is no flock (Windows), nothing counts as alive: the old rule, every "running" run was cut
-short."""
+short.
+
+One run acts on a display at a time, across processes and profiles (DisplayClaim): five `deskhand mcp --headless`
+servers once typed five tasks into one editor at once, their keys interleaved."""
 
 from __future__ import annotations
 
@@ -12,9 +15,15 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from app.domain.errors import DeskhandError
+from app.link.instance import private_dir
 
 try:
     import fcntl
@@ -98,3 +107,73 @@ def headless_pids(data: Path) -> list[int]:
             if note is not None and isinstance(note.get("pid"), int):
                 pids.append(note["pid"])
     return pids
+
+
+class DisplayBusy(DeskhandError):
+    """Another Deskhand run acts on this display now."""
+
+
+def display_key(display: str = "") -> str:
+    """One name per display runs may act on: an X display's host and number (":99", ":99.0" and "unix:99" are
+    one), a Wayland socket, or "desktop" where a session has one desktop (Windows, macOS)."""
+    display = display or os.environ.get("DISPLAY", "")
+    if sys.platform.startswith(("win", "darwin")):
+        return "desktop"
+    x = re.match(r"^(?:unix)?(?P<host>[^:]*):(?P<number>\d+)", display)
+    if x:
+        host = "" if x["host"] in ("", "localhost", "127.0.0.1") else x["host"]
+        return f"x{host}-{x['number']}" if host else f"x{x['number']}"
+    wayland = os.environ.get("WAYLAND_DISPLAY", "")
+    return f"wayland-{wayland}" if wayland else f"other-{display or 'none'}"
+
+
+class DisplayClaim:
+    """This process acts on a display until close(): a lock on a file named for the display in this user's
+    private runtime folder (the single-instance socket's), which the kernel lets go of however the process ends.
+    DisplayBusy when another run holds it, naming that run's process; where no lock can be taken (no flock, a
+    folder that refuses it) the run goes on unclaimed, with a log line."""
+
+    def __init__(self, display: str, who: str) -> None:
+        self.key = display_key(display)
+        self._fd: int | None = None
+        if fcntl is None:
+            return
+        path = private_dir() / f"deskhand-display-{re.sub(r'[^A-Za-z0-9_.-]', '_', self.key)}.lock"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)  # never truncated here: it may be another's note
+        except OSError as exc:
+            log.warning("could not claim the display (%s): %s; the run goes on unclaimed", path, exc)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            note = _note(fd)
+            os.close(fd)
+            there = f"{note.get('who') or 'another Deskhand'}, process {note.get('pid') or '?'}"
+            shown = display or os.environ.get("DISPLAY", "") or "this desktop"
+            raise DisplayBusy(f"Another Deskhand run acts on the display {shown} now ({there}), and one run at a "
+                              "time acts on a display: its keys and clicks would mix with this one's.",
+                              "Wait until it ends (or stop it with `deskhand stop`), then start this again; or give "
+                              "this run a display of its own (e.g. Xvfb with --display).") from None
+        except OSError as exc:
+            os.close(fd)
+            log.warning("could not claim the display (%s): %s; the run goes on unclaimed", path, exc)
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "who": who, "since": time.time()}).encode())
+        self._fd = fd
+
+    def close(self) -> None:
+        """The display is free (the file stays: removing it could let two runs lock two files of one name)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _note(fd: int) -> dict[str, Any]:
+    try:
+        note = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return note if isinstance(note, dict) else {}

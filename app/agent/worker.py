@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from app.agent.approval import Decision, DecisionGate
 from app.agent.history_recovery import open_recorder
-from app.agent.live_runs import LiveProcess, owner_alive
+from app.agent.live_runs import DisplayClaim, LiveProcess, owner_alive
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
 from app.agent.recorder import Recorder
@@ -288,6 +288,7 @@ class AgentWorker:
         run_id = 0
         guard: Any = None
         executor: Executor | None = None
+        claim: DisplayClaim | None = None
         try:
             if self._recorder is not None:
                 run_id = self._start_record(task, settings)
@@ -295,6 +296,8 @@ class AgentWorker:
                 self._current = _Current(run_id, token)
             log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
             self.sink(ev.RunStarted(run_id, task))
+            if not self.dry_run:  # (a dry run acts on nothing) another run acting on this display: "busy"
+                claim = DisplayClaim("", "the Deskhand app")
             engine: Engine = self._ensure_engine(settings, run_id, token) if wrap_model is None else \
                 self._wrapped(wrap_model, settings, run_id)
             cfg = run_config(settings)
@@ -315,7 +318,7 @@ class AgentWorker:
             self._fail(run_id, "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc}).\n→ Try "
                        f"again; if it happens again, report it with the log file in {self.paths.logs}.")
         finally:
-            for closer in (guard, executor):
+            for closer in (guard, executor, claim):
                 stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
                 if stop is not None:
                     with contextlib.suppress(Exception):

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shlex
+import signal
 import sys
+
+from app.cli.shared.arg_types import whole_in
+from app.cli.shared.terminal_text import terminal_safe
+from app.link.consent import TOOL_NAMES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,12 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--headless", action="store_true",
                    help="for a machine where no one sits (a container): tasks run with no window and risky steps "
                         "are refused; hosts are allowed only with `deskhand mcp allow`")
-    p.add_argument("--port", type=int, default=8765, help="the HTTP port (default 8765; 0: any free one)")
+    p.add_argument("--port", type=whole_in(0, 65535, "a TCP port; 0: any free one"), default=8765,
+                   help="the HTTP port (default 8765; 0: any free one)")
     p.set_defaults(func=serve)
     inner = p.add_subparsers(dest="mcp_command", metavar="{allow,forget,hosts,token,config}")
     a = inner.add_parser("allow", help="let a host (by the name it gives) use Deskhand's tools")
     a.add_argument("host", help="the host's name as it introduces itself, e.g. claude-code")
-    a.add_argument("--tools", help="comma-separated tools (default: all)")
+    a.add_argument("--tools", help=f"comma-separated tools, of {', '.join(TOOL_NAMES)} (default: all)")
     a.set_defaults(func=allow)
     f = inner.add_parser("forget", help="withdraw the answer for a host (its next call asks again)")
     f.add_argument("host", help="the host's name, as `deskhand mcp hosts` lists it")
@@ -44,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, UnicodeEncodeError):
-        print(f"deskhand mcp: {text}", file=sys.stderr, flush=True)
+        print(f"deskhand mcp: {terminal_safe(text)}", file=sys.stderr, flush=True)  # host names in it
 
 
 def _paths(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -54,6 +61,8 @@ def _paths(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def serve(args: argparse.Namespace) -> int:
+    """Exit status: 0 when the host closed stdin, 2 when it could not serve, 128 + the signal's number when one
+    stopped it (143 SIGTERM, 130 SIGINT, 129 SIGHUP; the run going on stopped first, its input released)."""
     import anyio
 
     from app.domain.errors import DeskhandError
@@ -61,43 +70,66 @@ def serve(args: argparse.Namespace) -> int:
     from app.mcp_server.web import serve_http
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="deskhand mcp: %(message)s")
-    paths = _paths(args)
     try:
+        paths = _paths(args)
         if args.http:
             _say(f"MCP {PROTOCOL_VERSION} over streamable HTTP")
-            anyio.run(serve_http, paths, args.port, _say, args.headless)
+            status = anyio.run(serve_http, paths, args.port, _say, args.headless)
         else:
             _say(f"MCP {PROTOCOL_VERSION} on stdio" + (" (headless)" if args.headless else ""))
-            anyio.run(serve_stdio, paths, args.headless)
+            status = anyio.run(serve_stdio, paths, args.headless)
     except DeskhandError as exc:
         _say(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    if status is not None:
+        _say(f"stopped by {signal.Signals(status - 128).name}")
+    return status or 0
+
+
+def _tools(text: str | None) -> tuple[str, ...]:
+    """--tools as a tuple: all tools when not given; ValueError when it names none ("" or ",")."""
+    from app.mcp_server.tools import NAMES
+
+    if text is None:
+        return NAMES
+    tools = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not tools:
+        raise ValueError(f"--tools names no tool; give one or more of {', '.join(NAMES)} (commas between), or leave "
+                         "--tools out to allow them all")
+    return tools
 
 
 def allow(args: argparse.Namespace) -> int:
+    from app.domain.errors import DeskhandError
+    from app.link.consent import host_name
     from app.mcp_server.consent import ConsentStore
-    from app.mcp_server.tools import NAMES
 
-    tools = tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else NAMES
     try:
-        grant = ConsentStore(_paths(args).config).allow(args.host, tools)
-    except ValueError as exc:
+        if not host_name(args.host):
+            raise ValueError("the host's name is empty once control characters are left out; give the name it "
+                             "introduces itself with, e.g. claude-code")
+        grant = ConsentStore(_paths(args).config).allow(args.host, _tools(args.tools))
+    except (ValueError, DeskhandError) as exc:
         _say(str(exc))
         return 2
-    print(f"“{grant.host}” may now use: {', '.join(grant.tools)}. `deskhand mcp forget {args.host}` withdraws it.")
+    name = terminal_safe(grant.host)
+    shortened = " (its name shortened as Deskhand keeps it)" if grant.host != args.host else ""
+    print(f"“{name}”{shortened} may now use: {', '.join(grant.tools)}. `deskhand mcp forget {shlex.quote(name)}` "
+          "withdraws it.")
     return 0
 
 
 def forget(args: argparse.Namespace) -> int:
+    from app.link.consent import host_name
     from app.mcp_server.consent import ConsentStore
 
+    name = terminal_safe(host_name(args.host) or args.host[:64])  # (as stored: shortened, no control characters)
     if ConsentStore(_paths(args).config).withdraw(args.host):
-        print(f"The answer for “{args.host}” is withdrawn: its next call asks you again.")
+        print(f"The answer for “{name}” is withdrawn: its next call asks you again (a task it runs now stops).")
         return 0
-    _say(f"There is no answer for “{args.host}” to withdraw (`deskhand mcp hosts` lists them).")
+    _say(f"There is no answer for “{name}” to withdraw (`deskhand mcp hosts` lists them).")
     return 1
 
 
@@ -105,8 +137,12 @@ def hosts(args: argparse.Namespace) -> int:
     from app.mcp_server.consent import ConsentStore
 
     grants = ConsentStore(_paths(args).config).hosts()
-    for g in grants:
-        print(f"{g.host}: {'denied' if g.denied else ', '.join(g.tools)}")
+    for g in grants:  # the names are what programs called themselves: never raw on the terminal
+        name = terminal_safe(g.host)
+        if g.damaged:
+            print(f"{name}: damaged entry, allowed nothing (`deskhand mcp allow {shlex.quote(name)}` answers again)")
+        else:
+            print(f"{name}: {'denied' if g.denied else ', '.join(g.tools)}")
     if not grants:
         print("No host is allowed.")
     return 0

@@ -4,7 +4,7 @@ Exit status (how the run ended):
   0 answered: the model finished the task      3 step limit reached
   1 failed: an error (message on stderr)       4 stopped: it needs a person (an approval, or a question)
   2 not started: bad arguments or refused      5 interrupted: the model server went away (try again later)
-  130 stopped by Ctrl+C                        143 stopped by SIGTERM
+  130 stopped by Ctrl+C (SIGINT)              143 stopped by SIGTERM       129 stopped by SIGHUP
 Every run is recorded (the run history, `deskhand doctor` shows where) and leaves a trajectory folder.
 """
 
@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.agent.live_runs import DisplayClaim
+from app.agent.stop_signals import StopSignals
 from app.cli.shared.arg_types import step_count, tile_count
 from app.cli.shared.engine_choice import add_engine_arguments
 from app.cli.shared.engine_choice import engine_of as _engine
@@ -28,7 +29,7 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 
 EXIT = {"answered": 0, "failed": 1, "step_limit": 3, "interrupted": 5}
-EXIT_USAGE, EXIT_NEEDS_PERSON, EXIT_SIGINT, EXIT_SIGTERM = 2, 4, 130, 143
+EXIT_USAGE, EXIT_NEEDS_PERSON = 2, 4
 ALL_REFUSED = ("--auto-approve all acts without asking, and {why}: it may be the desktop someone is using.")
 ALL_TODO = ("Run it on a virtual display of its own (Xvfb, e.g. `Xvfb :99 &` then --display :99, or the container "
             "in deploy/), or pass --allow-real-display if this display really is a disposable one.")
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run one task with no window (headless), e.g. on an Xvfb display",
                        description="Run a task with no window: the same agent loop, policy and run records as the "
                                    "app, plus a JSONL trajectory (screenshots, prompts as sent, answers, actions, "
-                                   "timings). SIGTERM stops it cleanly.",
+                                   "timings). SIGTERM, SIGINT and SIGHUP stop it cleanly.",
                        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, help="what to do, in plain language")
@@ -111,6 +112,7 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
     from app.domain.paths import default_paths
 
     token = CancelToken()
+    engine: Any = None
     try:
         if scheduled is not None and (problem := scheduled.wait_for_display(lambda: _display_problem(args), token)):
             scheduled.not_started(task, f"there was no usable display: {problem}", needs_person=True)
@@ -118,22 +120,19 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
             return EXIT_NEEDS_PERSON
         display, virtual = _display(args)
         settings = _settings(args)
+        paths = default_paths().ensure()  # a read-only data folder, a file where a folder belongs: said here
         engine = engine_for(settings)
+        claim = DisplayClaim(display, "`deskhand task run`" if getattr(args, "command", "") == "task"
+                             else "`deskhand run`")  # another run acting on this display: "busy"
     except DeskhandError as exc:
+        if engine is not None:
+            with contextlib.suppress(Exception):
+                engine.close()
         _say(str(exc))
         if scheduled is not None:  # History says why a scheduled run did nothing
             scheduled.not_started(task, str(exc), needs_person=False)
         return EXIT_USAGE
-    signals: dict[int, str] = {}
-
-    def stop(signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        signals[signum] = name
-        token.cancel(f"stopped by {name}")
-        signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with StopSignals(token.cancel) as signals:  # SIGTERM, SIGINT, SIGHUP: released, recorded, 143/130/129
         steps = args.max_steps if args.max_steps is not None else settings.step_limit
         hint = "" if args.max_steps is None else "Give a higher --max-steps if the task needs more."
         cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps, step_limit_hint=hint,
@@ -141,14 +140,12 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
                              display=display)
         if scheduled is not None:
             cfg = scheduled.config(cfg)
-        result = run_headless(task, settings, engine, default_paths().ensure(), cfg, token, _say)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    if signal.SIGTERM in signals:
-        status = EXIT_SIGTERM
-    elif signal.SIGINT in signals:
-        status = EXIT_SIGINT
+        try:
+            result = run_headless(task, settings, engine, paths, cfg, token, _say)
+        finally:
+            claim.close()
+    if signals.exit_status is not None:
+        status = signals.exit_status
     elif result.needs_person:
         status = EXIT_NEEDS_PERSON
     else:

@@ -10,7 +10,7 @@ import sys
 
 from app.agent.live_runs import headless_pids
 from app.domain.paths import default_paths
-from app.link.instance import send_message
+from app.link.instance import NotAnswering, send_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,10 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    told = 0
-    if send_message({"cmd": "stop"}, args.base_dir):
-        print("Deskhand was told to stop its task.")
-        told += 1
+    told, stuck = 0, ""
+    try:
+        if send_message({"cmd": "stop"}, args.base_dir):
+            print("Deskhand was told to stop its task.")
+            told += 1
+    except NotAnswering as exc:  # not "not running": it runs, and cannot hear
+        stuck = str(exc)
+        print(f"deskhand: {exc}", file=sys.stderr)
     # headless runs (`deskhand run`) have no window to tell: SIGTERM stops one as cleanly (released, recorded)
     for pid in headless_pids(default_paths(args.base_dir).data):
         try:
@@ -36,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(f"The headless run (process {pid}) was told to stop.")
         told += 1
+    if stuck:
+        return 1
     if told:
         return 0
     print("deskhand: Deskhand is not running, so there is nothing to stop.", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class DeskhandError(Exception):
     """An error with two parts: what happened and what the user can do about it."""
@@ -89,3 +91,30 @@ def os_error(exc: OSError, path: object, what: str) -> DeskhandError:
     else:
         why, todo = f"{where}: {exc.strerror or exc}", "Check that path, then try again."
     return DeskhandError(f"{what}: {why}.", f"{todo} Nothing was lost.")
+
+
+def file_problem(exc: OSError, path: object, doing: str = "write to") -> DeskhandError:
+    """An OSError met on one of Deskhand's own files or folders (its data folder, a report it writes), as an error
+    that names the path, says what happened in plain words and what to do: a read-only disk, a full one, a file
+    where a folder belongs. `doing`: what Deskhand tried, e.g. "create the folder", "write to"."""
+    where = exc.filename if isinstance(exc.filename, str) and exc.filename else str(path)
+    code = exc.errno
+    if code == errno.EROFS:
+        return DeskhandError(f"Deskhand cannot {doing} {where}: it is on a read-only file system.",
+                             "Make that disk writable, or keep Deskhand's files elsewhere (--base-dir DIR or "
+                             "DESKHAND_HOME).")
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return DeskhandError(f"Deskhand cannot {doing} {where}: the disk is full.",
+                             "Free some space on it, then try again.")
+    if code in (errno.EEXIST, errno.ENOTDIR):
+        return DeskhandError(f"Deskhand cannot {doing} {where}: a file is in the way where Deskhand keeps a folder.",
+                             "Move that file aside (or remove it), then try again.")
+    if code == errno.EISDIR:
+        return DeskhandError(f"Deskhand cannot {doing} {where}: it is a folder where Deskhand keeps a file.",
+                             "Move that folder aside (or remove it), then try again.")
+    if code in (errno.EACCES, errno.EPERM):
+        return DeskhandError(f"Deskhand may not {doing} {where} (permission denied).",
+                             "Check the owner and permissions of that folder, or keep Deskhand's files elsewhere "
+                             "(--base-dir DIR or DESKHAND_HOME).")
+    return DeskhandError(f"Deskhand cannot {doing} {where}: {exc.strerror or exc}.",
+                         "Check that disk and folder, then try again.")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from app.domain.errors import file_problem
 
 APP_NAME = "Deskhand"
 BASE_DIR_ENV = "DESKHAND_HOME"
@@ -43,13 +47,22 @@ class Paths:
 
     def ensure(self) -> Paths:
         """Create the folders for this user only (0700): they hold screenshots, tasks, typed text and logs.
-        Folders an earlier version created readable by others are closed too."""
+        Folders an earlier version created readable by others are closed too. DeskhandError (naming the folder
+        and what to do) when one cannot be made: a read-only disk, a file where the folder belongs."""
         for p in (self.config, self.data, self.logs, self.cache, self.runs, self.models):
-            p.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-            st = p.stat()
+            try:
+                p.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+                st = p.stat()
+                if not stat.S_ISDIR(st.st_mode):  # (mkdir's exist_ok takes a symlink to a file for a folder)
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(p))
+            except OSError as exc:
+                raise file_problem(exc, p, "create the folder") from None
             ours = not hasattr(os, "getuid") or st.st_uid == os.getuid()
             if st.st_mode & 0o077 and ours:
-                p.chmod(PRIVATE_DIR)
+                try:
+                    p.chmod(PRIVATE_DIR)
+                except OSError as exc:
+                    raise file_problem(exc, p, "change the permissions of") from None
         return self
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.domain.errors import DeskhandError
 from app.link import protocol
-from app.link.instance import peer_uid, server_name
+from app.link.instance import NotAnswering, connect, peer_credentials, server_name
 
 QUICK_S = 15.0  # hello, status, stop, and the first answer to a run: the app answers these from its event loop
 
@@ -30,6 +30,7 @@ class Connection:
         self._closed = threading.Event()
         self._pipe: Any = None
         self._sock: socket.socket | None = None
+        self.pid: int | None = None  # the app's process, where the platform tells it
         name = server_name(base_dir)
         if sys.platform.startswith("win"):
             try:
@@ -40,14 +41,18 @@ class Connection:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect(name)
+            connect(sock, name, timeout)
+        except TimeoutError:  # it listens, and its backlog is full: stopped or stuck
+            sock.close()
+            raise NotAnswering(None) from None
         except OSError as exc:
             sock.close()  # no app there: nothing is left open (the callers poll while an app starts)
             raise NoApp(str(exc)) from None
-        uid = peer_uid(sock.fileno())
-        if uid is not None and uid != os.getuid():  # another user's socket under our name: tell it nothing
+        creds = peer_credentials(sock.fileno())
+        if creds is not None and creds[1] != os.getuid():  # another user's socket under our name: tell it nothing
             sock.close()
             raise NoApp("the process listening there belongs to another user")
+        self.pid = creds[0] if creds is not None else None
         self._sock = sock
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -73,9 +78,7 @@ class Connection:
                     self._sock.settimeout(timeout)
                     chunk = self._sock.recv(65536)
             except TimeoutError:
-                raise DeskhandError("The Deskhand app did not answer in time (its window may be stuck).",
-                                    "Check the Deskhand window; if it does not respond, quit and start it again."
-                                    ) from None
+                raise NotAnswering(self.pid) from None
             except OSError:
                 return None
             if not chunk:
@@ -130,9 +133,9 @@ def open_request(cmd: str, base_dir: str | None = None, first_answer_s: float | 
         raise
 
 
-def ask(cmd: str, base_dir: str | None = None, **fields: Any) -> dict[str, Any]:
-    """One request, one answer (hello, status, stop)."""
-    conn, answer = open_request(cmd, base_dir, **fields)
+def ask(cmd: str, base_dir: str | None = None, timeout: float = QUICK_S, **fields: Any) -> dict[str, Any]:
+    """One request, one answer (hello, status, stop); NotAnswering when the app does not answer in `timeout`."""
+    conn, answer = open_request(cmd, base_dir, timeout, **fields)
     conn.close()
     return answer
 

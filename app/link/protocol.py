@@ -16,7 +16,8 @@ that answers a bare "ok" predates the link. Requests:
 - {"cmd": "run", "host", "task", "max_steps", "auto_approve": "safe" | "off"}: the task runs in the app's window.
   After "ok", the run's events follow, one a line ({"event": "started" | "proposed" | "decided" | "executed" |
   "unusable" | "paused" | "resumed" | "finished", ...}); "finished" is the last, then the app closes the
-  connection. The client may send {"cmd": "cancel"} at any time; closing the connection cancels too.
+  connection. The client may send {"cmd": "cancel"} at any time, with what stopped it as "why" (a signal ended
+  `deskhand mcp`, the person withdrew the host's permission); closing the connection cancels too.
 - {"cmd": "stop", "host"}: stop whatever run goes on (the stop tool).
 - {"cmd": "decide", "task", "step": {...}} (version 2): a step of a run with no window of its own (a scheduled
   saved task) waits for the person; "step" is the step as app.tasks.schedule.handover writes it. "ok" says the
@@ -36,11 +37,12 @@ from typing import Any
 
 from app.domain import events as ev
 from app.domain.proposal import Proposal
+from app.link.consent import host_name
 
 VERSION = 2
 SINCE = {"hello": 1, "status": 1, "consent": 1, "run": 1, "stop": 1, "decide": 2, "propose": 2}
 COMMANDS = tuple(SINCE)
-CANCEL = {"cmd": "cancel"}
+CANCEL = {"cmd": "cancel"}  # a run's "why" may come with it (cancel()): what its record says stopped it
 FORWARD = {"cmd": "forward"}  # a decide request's question brought forward again (the notification was clicked)
 HOST_CANCELLED = "cancelled by the host"
 APPROVE_CHOICES = ("off", "safe")  # never "all": risky steps always ask the person
@@ -62,6 +64,21 @@ def decode(line: bytes) -> dict[str, Any] | None:
 def request(cmd: str, **fields: Any) -> dict[str, Any]:
     """A request, marked with the version its command needs (an older app still serves the older commands)."""
     return {"v": SINCE.get(cmd, VERSION), "cmd": cmd, **fields}
+
+
+def cancel(why: str = "") -> dict[str, Any]:
+    """Stop the run (or withdraw the question) this connection is about; `why` ends up in the run's record."""
+    return {**CANCEL, "why": why} if why else dict(CANCEL)
+
+
+def is_cancel(msg: Any) -> bool:
+    return isinstance(msg, dict) and msg.get("cmd") == "cancel"
+
+
+def cancel_reason(msg: dict[str, Any]) -> str:
+    """The `why` a cancel gave, as a run's record may show it (one line, not too long); HOST_CANCELLED when none."""
+    why = " ".join(str(msg.get("why") or "").split())[:200]
+    return why or HOST_CANCELLED
 
 
 def ok(**fields: Any) -> dict[str, Any]:
@@ -96,8 +113,7 @@ def check_request(msg: dict[str, Any]) -> str:
         step = msg.get("step")
         if not isinstance(step, dict) or not isinstance(step.get("step"), int):
             return "a decide request needs its step"
-    if msg["cmd"] in ("consent", "run", "propose") and (not isinstance(msg.get("host"), str)
-                                                        or not msg["host"].strip()):
+    if msg["cmd"] in ("consent", "run", "propose") and not host_name(msg.get("host")):
         return f"{msg['cmd']} needs the host's name"
     return ""
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+WITHOUT_FOCUS = "--without-focus"  # the app's option for a start by a program (app.ui.shell.launch)
+
 
 def launch_command() -> list[str]:
     """Its `deskhand` script when there is one, else this Python with -m app."""
@@ -19,6 +21,7 @@ def launch_command() -> list[str]:
 
 
 def start_app() -> None:
-    """Start the Deskhand app on its own (a scheduled run's notification: "Open Deskhand"); it outlives the caller."""
-    subprocess.Popen(launch_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    """Start the Deskhand app on its own (a scheduled run's notification: "Open Deskhand"); it outlives the caller.
+    Its window takes no keyboard: what the person types goes on to the window they type in."""
+    subprocess.Popen([*launch_command(), WITHOUT_FOCUS], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True)

@@ -17,6 +17,10 @@ def not_allowed_message(host: str, tool: str, grant: Grant | None, why: str = ""
         return (f"The person at this computer denied “{host}” the use of Deskhand, so nothing was done (and no "
                 f"screenshot taken). Only they can change that: in Deskhand's Settings → Other agents (withdraw the "
                 f"answer, and the next call asks again) or with `deskhand mcp allow {quoted}`.")
+    if grant is not None and grant.damaged:
+        return (f"Deskhand's record of the person's answer for “{host}” is damaged, so it counts as no consent and "
+                f"nothing was done. {why + ' ' if why else ''}Ask the person at this computer to run "
+                f"`deskhand mcp allow {quoted}` (or `deskhand mcp forget {quoted}`, and the next call asks again).")
     if grant is not None:
         return (f"“{host}” may use {', '.join(grant.tools) or 'no tool'} but not {tool}. Ask the person at this "
                 f"computer to withdraw the answer in Deskhand's Settings → Other agents (the next call asks again) "

@@ -11,17 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.agent.live_runs import DisplayClaim
 from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import Paths
 from app.link import client, protocol
-from app.link.instance import listening
+from app.link.instance import NotAnswering, listening
 from app.link.protocol import event_message, progress_text
 from app.mcp_server.in_app import AppRun, ensure_app
 
 log = logging.getLogger("deskhand.mcp")
+STATUS_WAIT_S = 5.0  # the app answers status from its event loop at once; longer means it is stopped or stuck
 
 
 def load_settings(paths: Paths) -> Any:
@@ -164,7 +166,7 @@ class CurrentRun:
         """Stop it now: in the app (which releases what it holds and ends the run) or here."""
         self.token.cancel(why)
         if self.in_app is not None:
-            self.in_app.cancel()
+            self.in_app.cancel(why)
 
     def follow(self, msg: dict[str, Any], report: Callable[[Progress], None]) -> None:
         """One of the run's events (app.link.protocol.event_message): kept, and told to the host."""
@@ -224,7 +226,7 @@ class Desk:
         ensure_app(self.paths, run.token)
         run.in_app = AppRun(host, run.task, max_steps, approve)
         if run.token.cancelled:  # the host cancelled while the app started
-            run.in_app.cancel()
+            run.in_app.cancel(run.token.reason)
         in_app = run.in_app
 
         def follow() -> None:
@@ -258,9 +260,11 @@ class Desk:
                 "auto_approve \"off\" needs the person to approve every step in Deskhand's window, and this server "
                 "runs tasks with no window (deskhand mcp --headless).", "Call run_task with auto_approve \"safe\".")
         settings = load_settings(self.paths)
+        paths = self.paths.ensure()  # a read-only data folder: said to the host, not a traceback
         engine = make_engine(settings)
         _check_display()
         display = os.environ.get("DISPLAY", "")
+        claim = DisplayClaim(display, "`deskhand mcp --headless`")  # another run on this display: "busy"
         cfg = HeadlessConfig(approve="safe", max_steps=max_steps or settings.step_limit,
                              step_limit_hint="Call run_task with a higher max_steps if the task needs more."
                              if max_steps else "",
@@ -277,12 +281,13 @@ class Desk:
 
         def work() -> None:
             try:
-                run.result = run_headless(run.task, settings, engine, self.paths.ensure(), cfg, run.token,
+                run.result = run_headless(run.task, settings, engine, paths, cfg, run.token,
                                           lambda text: log.info("%s", text), observe=observe)
             except BaseException as exc:  # reported to the host; the server keeps serving
                 log.exception("the run failed")
                 run.error = exc
             finally:
+                claim.close()
                 run.finished.set()
 
         run.thread = threading.Thread(target=work, name="deskhand-mcp-run", daemon=True)
@@ -293,21 +298,35 @@ class Desk:
 
         said = []
         run = self.busy()
-        if run is not None:
-            run.cancel(why)
-            said.append(f"the run of “{run.task}” was told to stop")
-        elif not self.headless:
-            try:
-                if client.ask("stop", host=host or "another program").get("stopped"):
-                    said.append("the Deskhand app was told to stop its task")
-            except client.NoApp:
-                pass
-            except DeskhandError:  # an app from before the link
-                if send_message({"cmd": "stop"}):
-                    said.append("the Deskhand app was told to stop its task")
-        elif send_message({"cmd": "stop"}):
-            said.append("the Deskhand app was told to stop its task")
+        try:
+            if run is not None:
+                run.cancel(why)
+                said.append(f"the run of “{run.task}” was told to stop")
+            elif not self.headless:
+                try:
+                    if client.ask("stop", host=host or "another program").get("stopped"):
+                        said.append("the Deskhand app was told to stop its task")
+                except client.NoApp:
+                    pass
+                except NotAnswering:
+                    raise
+                except DeskhandError:  # an app from before the link
+                    if send_message({"cmd": "stop"}):
+                        said.append("the Deskhand app was told to stop its task")
+            elif send_message({"cmd": "stop"}):
+                said.append("the Deskhand app was told to stop its task")
+        except NotAnswering as exc:  # it runs, and cannot hear: never "nothing was running"
+            return f"{exc.what} {exc.todo}"
         return "; ".join(said) + "." if said else "Nothing was running."
+
+    def stop_now(self, why: str, wait_s: float) -> bool:
+        """Stop the run going on (a signal ends the server) and wait until it has ended, its keys and buttons
+        released and its end recorded; False when it did not end within `wait_s`."""
+        run = self.busy()
+        if run is None:
+            return True
+        run.cancel(why)
+        return run.finished.wait(wait_s)
 
     def status(self) -> dict[str, Any]:
         from app.setup.engines import engine_configured
@@ -319,15 +338,30 @@ class Desk:
             configured = False
         out = {"running": run is not None, "run_id": run.run_id if run else None, "task": run.task if run else None,
                "steps_done": run.steps_done if run else 0, "last": run.last if run else "", "host": "",
-               "app_running": listening(), "model_set_up": configured}
+               "app_running": listening(), "model_set_up": configured, "app_problem": ""}
         if out["app_running"] and not self.headless:
             try:  # the app knows best: a run typed at the desk, or another host's
-                app = client.ask("status")
+                app = client.ask("status", timeout=STATUS_WAIT_S)
                 out.update({k: app[k] for k in ("running", "run_id", "task", "steps_done", "last", "host")
                             if k in app})
+            except NotAnswering as exc:  # stopped or stuck: said, not "no task is running"
+                out["app_problem"] = str(exc)
             except (client.NoApp, DeskhandError):
                 pass
         return out
+
+
+def stop_when_withdrawn(run: CurrentRun, allowed: Callable[[], bool], host: str, every_s: float = 0.5) -> None:
+    """While the run goes on, the host's permission is read again every `every_s`: withdrawn (Settings → Other
+    agents, `deskhand mcp forget`, a denial), the run stops at once, as the host's own stop would stop it."""
+    def watch() -> None:
+        while not run.finished.wait(every_s):
+            if not allowed():
+                log.info("the person withdrew %r's permission: stopping its run", host)
+                run.cancel(f"the person withdrew “{host}”'s permission to run tasks")
+                return
+
+    threading.Thread(target=watch, name="deskhand-mcp-consent-watch", daemon=True).start()
 
 
 def run_record(paths: Paths, run_id: int, screenshots: bool) -> tuple[str, list[bytes]]:

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.domain.errors import DeskhandError
+try:
+    import tomllib
+except ImportError:  # Python 3.10 has no TOML reader: a Codex file is then checked by its text only
+    tomllib = None
+
+from app.domain.errors import DeskhandError, file_problem
 
 SERVER = "deskhand"
 COMMAND = ["deskhand", "mcp"]
@@ -57,16 +62,31 @@ HOSTS = ("claude-code", "codex", "cursor", "opencode")
 def write_config(cfg: HostConfig) -> Path | None:
     """Merges the snippet into the host's file, the file as it was kept next to it first (nothing is written, and
     no backup made, when the file cannot be merged). The backup's path, None when there was no file."""
-    old = cfg.file.read_text(encoding="utf-8") if cfg.file.exists() else ""
+    try:
+        old = cfg.file.read_text(encoding="utf-8") if cfg.file.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:  # a folder there, unreadable, not text
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise DeskhandError(f"{cfg.file} cannot be read ({why}), so Deskhand leaves it alone.",
+                            "Fix or move it, or add the snippet by hand.") from None
     if cfg.file.suffix == ".toml":
-        if f"[mcp_servers.{SERVER}]" in old:
+        tables: dict[str, Any] = {}
+        try:
+            tables = tomllib.loads(old) if tomllib is not None else {}
+        except (ValueError, RecursionError) as exc:  # appending would leave it as broken as it is
+            raise DeskhandError(f"{cfg.file} is not valid TOML ({exc}), so Deskhand leaves it alone.",
+                                "Fix it or add the snippet by hand.") from None
+        servers = tables.get("mcp_servers")
+        if (isinstance(servers, dict) and SERVER in servers) or f"[mcp_servers.{SERVER}]" in old:
             raise DeskhandError(f"{cfg.file} already has a [mcp_servers.{SERVER}] table, so Deskhand leaves it alone.",
                                 "Edit it by hand, or remove it and run this again.")
+        if "mcp_servers" in tables and not isinstance(servers, dict):
+            raise DeskhandError(f"{cfg.file} has an mcp_servers that is not a table, so Deskhand leaves it alone.",
+                                "Fix it or add the snippet by hand.")
         new = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + cfg.text
     else:
         try:
             data = json.loads(old) if old.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise DeskhandError(f"{cfg.file} is not valid JSON ({exc}), so Deskhand leaves it alone.",
                                 "Fix it or add the snippet by hand.") from None
         if not isinstance(data, dict):
@@ -74,12 +94,18 @@ def write_config(cfg: HostConfig) -> Path | None:
                                 "Fix it or add the snippet by hand.")
         snippet = json.loads(cfg.text)
         (key, entries), = snippet.items()
-        data.setdefault(key, {}).update(entries)
+        if not isinstance(data.setdefault(key, {}), dict):
+            raise DeskhandError(f"{cfg.file} has a “{key}” that is not an object (a JSON {type(data[key]).__name__}"
+                                "), so Deskhand leaves it alone.", "Fix it or add the snippet by hand.")
+        data[key].update(entries)
         new = json.dumps(data, indent=2) + "\n"
     backup: Path | None = None
-    if cfg.file.exists():
-        backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-        shutil.copy2(cfg.file, backup)
-    cfg.file.parent.mkdir(parents=True, exist_ok=True)
-    cfg.file.write_text(new, encoding="utf-8")
+    try:
+        if cfg.file.exists():
+            backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+            shutil.copy2(cfg.file, backup)
+        cfg.file.parent.mkdir(parents=True, exist_ok=True)
+        cfg.file.write_text(new, encoding="utf-8")
+    except OSError as exc:
+        raise file_problem(exc, cfg.file) from None
     return backup

@@ -38,9 +38,9 @@ def ensure_app(paths: Paths, token: CancelToken | None = None) -> bool:
         except client.NoApp:
             pass
         _check_display()
-        from app.link.self_command import launch_command
+        from app.link.self_command import WITHOUT_FOCUS, launch_command
 
-        command = launch_command()
+        command = [*launch_command(), WITHOUT_FOCUS]  # what the person types goes on to their window
         # its own session: it stays when the host ends this server; stdout is this server's protocol channel
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -111,8 +111,8 @@ class AppRun:
             if isinstance(msg, dict) and "event" in msg:
                 yield msg
 
-    def cancel(self) -> None:
-        self.conn.send(protocol.CANCEL)
+    def cancel(self, why: str = protocol.HOST_CANCELLED) -> None:
+        self.conn.send(protocol.cancel(why))
 
     def close(self) -> None:
         self.conn.close()

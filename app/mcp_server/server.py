@@ -27,13 +27,16 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 import app
+from app.agent.stop_signals import StopSignals
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.units import steps_text
+from app.link.consent import UNNAMED, host_name
 from app.link.protocol import HOST_CANCELLED
 from app.mcp_server import desk, in_app, tools
 from app.mcp_server.consent import ConsentStore, not_allowed_message
+from app.mcp_server.stdio_input import CheckedInput
 
 log = logging.getLogger("deskhand.mcp")
 PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
@@ -50,9 +53,10 @@ STOP_WAIT_S = 120.0  # a cancelled run ends within a model token or an input eve
 
 
 def host_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The name the host gave itself in `initialize`, as Deskhand keeps and shows it (app.link.consent.host_name)."""
     params = ctx.session.client_params
     info = params.client_info if params is not None else None
-    return (info.name if info is not None and info.name else "") or "unnamed host"
+    return host_name(info.name if info is not None else "") or UNNAMED
 
 
 def host_version(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -95,8 +99,8 @@ class DeskhandServer:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         host = host_of(ctx)
         if not self.consent.allows(host, name):  # before anything, a screenshot least of all
-            why = ""
-            if self.consent.grant(host) is None and not self.headless:
+            why, grant = "", self.consent.grant(host)
+            if (grant is None or grant.damaged) and not self.headless:  # a "no" is not asked again
                 why = await self.ask_person(ctx, host, name)
             if not self.consent.allows(host, name):  # the store decides, never the answer's line
                 log.info("refused %s from %r: not allowed", name, host)
@@ -138,11 +142,14 @@ class DeskhandServer:
 
     async def tool_status(self, ctx: ServerRequestContext[Any, Any], args: dict[str, Any]) -> types.CallToolResult:
         s = await anyio.to_thread.run_sync(self.desk.status)
-        text = (f"Running run {s['run_id']}: “{s['task']}”, {steps_text(s['steps_done'])} done; {s['last']}"
-                if s["running"] else "No task is running.")
-        if s["running"] and s.get("host"):
-            text += f" (asked for by “{s['host']}”)"
-        text += " The Deskhand app is open." if s["app_running"] else ""
+        if s["app_problem"]:  # it runs and does not answer: whether a task runs there is not known
+            text = s["app_problem"].replace("\n→ ", " ")
+        else:
+            text = (f"Running run {s['run_id']}: “{s['task']}”, {steps_text(s['steps_done'])} done; {s['last']}"
+                    if s["running"] else "No task is running.")
+            if s["running"] and s.get("host"):
+                text += f" (asked for by “{s['host']}”)"
+            text += " The Deskhand app is open." if s["app_running"] else ""
         text += "" if s["model_set_up"] else " No model is set up yet."
         return _text(text, s)
 
@@ -166,14 +173,15 @@ class DeskhandServer:
             with contextlib.suppress(Exception):
                 anyio.from_thread.run_sync(send.send_nowait, p, token=loop)
 
-        run = self.desk.claim(args["task"])
+        run, host = self.desk.claim(args["task"]), host_of(ctx)
         try:  # (starting the app may take a while: a cancel meanwhile reaches the run as soon as it exists)
             await anyio.to_thread.run_sync(self.desk.start, run, args.get("max_steps"),
-                                           args.get("auto_approve", "safe"), report, host_of(ctx),
+                                           args.get("auto_approve", "safe"), report, host,
                                            abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             await self._stop_cancelled(run)
             raise
+        desk.stop_when_withdrawn(run, lambda: self.consent.allows(host, tools.RUN_TASK), host)
         done = anyio.Event()
 
         async def watch() -> None:
@@ -200,7 +208,9 @@ class DeskhandServer:
         r = run.result
         out = {"outcome": r.outcome, "answer": r.answer, "message": r.message, "steps": r.steps, "run_id": r.run_id,
                "needs_person": r.needs_person, "done": run.done}
-        text = f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}"
+        text = (f"Run {r.run_id} {r.outcome} after {steps_text(r.steps)}: {r.message}" if r.run_id else
+                f"The run {r.outcome} after {steps_text(r.steps)}: {r.message} (It is not in Deskhand's history: "
+                "the history could not be written, e.g. a full disk; Deskhand's log says why.)")
         if r.answer:
             text += f"\nAnswer: {r.answer}"
         if run.done:
@@ -218,16 +228,36 @@ class DeskhandServer:
         log.info("run %s %s: %s", run.run_id, "stopped" if ended else "did not end in time", HOST_CANCELLED)
 
 
-async def serve_stdio(paths: Paths, headless: bool = False) -> None:
-    """One host on stdin/stdout (one JSON message a line); stderr carries the log."""
+async def serve_stdio(paths: Paths, headless: bool = False) -> int | None:
+    """One host on stdin/stdout (one JSON message a line); stderr carries the log. Ends when the host closes
+    stdin (None) or a signal stops it (its exit status, once the run going on has stopped: stop_signals)."""
     from mcp.server.stdio import stdio_server
 
     ds = DeskhandServer(paths, headless)
-    async with stdio_server() as (read, write), anyio.create_task_group() as tg:
-        checked_send, checked = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        tg.start_soon(answer_unreadable, read, checked_send, write)
-        await ds.server.run(checked, write, ds.server.create_initialization_options())
-        tg.cancel_scope.cancel()
+    answers, to_answer = anyio.create_memory_object_stream[SessionMessage](math.inf)
+    async with anyio.create_task_group() as outer:
+        loop = anyio.lowlevel.current_token()
+
+        def end(why: str) -> None:  # on the signal's thread
+            ds.desk.stop_now(why, STOP_WAIT_S)
+            anyio.from_thread.run_sync(outer.cancel_scope.cancel, token=loop)
+
+        with StopSignals(end) as signals:
+            lines: Any = CheckedInput(answers)  # (the SDK only iterates over it: `async for line in stdin`)
+            async with stdio_server(stdin=lines) as (read, write), anyio.create_task_group() as tg:
+                checked_send, checked = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                tg.start_soon(answer_unreadable, read, checked_send, write)
+                tg.start_soon(forward, to_answer, write)
+                await ds.server.run(checked, write, ds.server.create_initialization_options())
+                tg.cancel_scope.cancel()
+    return signals.exit_status
+
+
+async def forward(answers: Any, write: Any) -> None:
+    """The answers stdio_input gives to requests the SDK would not answer, onto stdout."""
+    async with answers:
+        async for message in answers:
+            await write.send(message)
 
 
 async def answer_unreadable(read: Any, forward: Any, write: Any) -> None:

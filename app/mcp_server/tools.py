@@ -103,6 +103,7 @@ def check_arguments(name: str, arguments: dict[str, Any] | None) -> dict[str, An
                 if value == "all" else ""
             raise BadArguments(f"{name}: {key!r} must be one of {', '.join(spec['enum'])}, not {value!r}{extra}.")
         if kind == "integer" and not (spec.get("minimum", value) <= value <= spec.get("maximum", value)):
-            raise BadArguments(f"{name}: {key!r} must be between {spec.get('minimum')} and "
-                               f"{spec.get('maximum', 'any')}, not {value}.")
+            limits = (f"between {spec['minimum']} and {spec['maximum']}" if "maximum" in spec else
+                      f"{spec['minimum']} or more")
+            raise BadArguments(f"{name}: {key!r} must be {limits}, not {value}.")
     return args

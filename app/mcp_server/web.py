@@ -3,13 +3,17 @@ keyring keeps (made and printed once, the first time)."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
@@ -39,15 +43,22 @@ def http_token() -> tuple[str, bool]:
 
 
 class BearerOnly:
-    """Refuses (401) every HTTP request without `Authorization: Bearer <token>`, compared in constant time."""
+    """Refuses (401) every HTTP request without `Authorization: Bearer <token>` (the scheme in any case, RFC 7235),
+    compared in constant time with the token the keyring holds now: read per request, so `deskhand mcp token
+    --new` takes effect at once, the old token refused from then on."""
 
-    def __init__(self, inner: ASGI, token: str) -> None:
-        self.inner, self.expected = inner, f"Bearer {token}".encode()
+    def __init__(self, inner: ASGI, token: Callable[[], str | None]) -> None:
+        self.inner, self.token = inner, token
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, given = dict(scope.get("headers") or []).get(b"authorization", b"").partition(b" ")
+            try:
+                expected = (await anyio.to_thread.run_sync(self.token) or "").encode()
+            except DeskhandError as exc:  # the keyring went away or is locked: nobody gets in
+                log.warning("the access token cannot be read: %s", exc.what)
+                expected = b""
+            if not (expected and scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), expected)):
                 body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32001, "message": "Wrong or missing bearer token. Use the token `deskhand mcp "
                                                "--http` printed when it first ran (`deskhand mcp token` shows "
@@ -72,18 +83,41 @@ def loopback_socket(port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(paths: Paths, port: int, say: Callable[[str], None], headless: bool = False) -> None:
+async def serve_http(paths: Paths, port: int, say: Callable[[str], None], headless: bool = False) -> int | None:
+    """Serves until a signal stops it (its exit status, once the run going on has stopped: stop_signals)."""
     import uvicorn
 
-    from app.mcp_server.server import DeskhandServer
+    from app.agent.stop_signals import StopSignals
+    from app.mcp_server.server import STOP_WAIT_S, DeskhandServer
 
     token, new = http_token()
     ds = DeskhandServer(paths, headless)
-    app = BearerOnly(ds.server.streamable_http_app(streamable_http_path=PATH, host=LOOPBACK), token)
+    app = BearerOnly(ds.server.streamable_http_app(streamable_http_path=PATH, host=LOOPBACK),
+                     lambda: get_secret(TOKEN_NAME))
     sock = loopback_socket(port)
     bound = sock.getsockname()[1]
     if new:
         say(f"the access token (kept in the keyring, printed only this once): {token}")
     say(f"listening on http://{LOOPBACK}:{bound}{PATH}")
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    server = _uvicorn_server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    def end(why: str) -> None:  # on the signal's thread
+        ds.desk.stop_now(why, STOP_WAIT_S)
+        server.should_exit = True
+
+    with StopSignals(end) as signals:
+        await server.serve(sockets=[sock])
+    return signals.exit_status
+
+
+def _uvicorn_server(config: Any) -> Any:
+    """uvicorn's server, its own signal handling left to StopSignals: it would end before the run stopped, then
+    raise the signal again, killing the process."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(config)

@@ -8,11 +8,13 @@ dropped, keys count only once the person turned to it. Allow takes a click: no k
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QCursor, QFont, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import QCheckBox, QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from app.link.consent import TOOL_WORDS
+from app.link.consent import TOOL_WORDS, UNNAMED, host_name
 from app.ui.approval.input_guard import InputGuard
 from app.ui.common.activation import set_show_without_activating
 from app.ui.common.icons import app_icon
@@ -31,12 +33,14 @@ class ConsentDialog(QDialog):
         super().__init__(None, Qt.WindowType.Dialog | Qt.WindowType.WindowStaysOnTopHint
                          | Qt.WindowType.CustomizeWindowHint | Qt.WindowType.WindowTitleHint
                          | Qt.WindowType.WindowCloseButtonHint)
-        self.host, self.asked_for = host, asked_for
+        self.host, self.asked_for = host, asked_for  # `host`: the name as the store keeps it (the answer's key)
         self._answered = False
         self.setObjectName("hostConsent")
-        self.setWindowTitle(f"Deskhand — allow “{host}”?")
+        self.setWindowTitle(f"Deskhand — allow “{host_name(host) or UNNAMED}”?")
         self.setWindowIcon(app_icon())
-        self._build(host_version)
+        self._build(host_name(host_version)[:32])
+        self.setFixedWidth(WIDTH)  # whatever the name: Allow and Deny stay on the screen (a 100,000-character
+        # name once made it 32,767 pixels wide)
         self.guard = InputGuard(self, lambda e: False)
         self.guard.held_back.connect(lambda: self.hint.setText(KEYS_HELD))
         for b in (self.allow_button, self.deny_button):
@@ -58,7 +62,8 @@ class ConsentDialog(QDialog):
         version = f" {escape(host_version)}" if host_version else ""
         wants = f" It asked to {escape(TOOL_WORDS[self.asked_for])}." if self.asked_for in TOOL_WORDS else ""
         self.intro = QLabel(
-            f"<b>“{escape(self.host)}”</b>{version} connected through <code>deskhand mcp</code>.{wants}<br>"
+            f"<b>“{breakable(escape(host_name(self.host) or UNNAMED))}”</b>{version} connected through "
+            f"<code>deskhand mcp</code>.{wants}<br>"
             "That is the name the program gives itself; Deskhand cannot check it. If you did not just ask an "
             "assistant (Claude Code, Codex, …) to do something on this computer, deny it.")
         self.intro.setWordWrap(True)
@@ -102,6 +107,7 @@ class ConsentDialog(QDialog):
         screen = QGuiApplication.screenAt(QCursor.pos()) or QGuiApplication.primaryScreen()
         area = screen.availableGeometry()
         w = min(WIDTH, area.width())
+        self.setFixedWidth(w)
         h = min(max(self.heightForWidth(w), self.sizeHint().height()), area.height())
         place = QRect(area.x() + (area.width() - w) // 2, area.y() + (area.height() - h) // 3, w, h)
         if avoid is not None and place.intersects(avoid):  # a second host's question: beside the first, offset
@@ -153,6 +159,12 @@ class ConsentDialog(QDialog):
         if not self._answered:
             self._answer("later", ())
         event.accept()
+
+
+def breakable(text: str, every: int = 16) -> str:
+    """`text` (escaped HTML) with a place to break the line every `every` characters of a long word: a name with no
+    spaces wraps inside the dialog's width instead of widening it."""
+    return re.sub(rf"([^\s&;<>]{{{every}}})(?=[^\s])", "\\1\u200b", text)
 
 
 def answer_words(answer: str, tools: tuple[str, ...]) -> str:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.link.consent import ConsentStore, Grant
+from app.link.consent import UNNAMED, ConsentStore, Grant, host_name
 from app.ui.common.messages import error_html
 
 Run = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], Future[Any]]
@@ -35,6 +35,8 @@ SHORT = {"run_task": "do tasks", "screenshot": "see the screen", "propose": "ask
 
 
 def may_use(g: Grant) -> str:
+    if g.damaged:
+        return "nothing: its entry is damaged (withdraw it, and the next call asks again)"
     return "nothing: you denied it" if g.denied else ", ".join(SHORT.get(t, t) for t in g.tools) or "nothing"
 
 
@@ -84,7 +86,7 @@ class HostsPage(QWidget):
         self.table.clear()
         for g in grants:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(g.granted_at)) if g.granted_at else ""
-            item = QTreeWidgetItem([g.host, may_use(g), when])
+            item = QTreeWidgetItem([host_name(g.host) or UNNAMED, may_use(g), when])  # (an older file's raw name)
             item.setData(0, Qt.ItemDataRole.UserRole, g.host)
             item.setToolTip(1, "The tools: " + (", ".join(g.tools) or "none"))
             self.table.addTopLevelItem(item)

@@ -34,9 +34,11 @@ def _application() -> QCoreApplication:
 class InputGuard(QObject):
     held_back = Signal()  # a key was held back: the window says how to go on
 
-    def __init__(self, window: QWidget, always_passes: Callable[[QKeyEvent], bool]) -> None:
+    def __init__(self, window: QWidget, always_passes: Callable[[QKeyEvent], bool], needs_click: bool = False) -> None:
+        """`needs_click`: keys count only after a click in the window, however quiet it was before (the main
+        window of an app a program started: nothing typed for another window may become a task)."""
         super().__init__(window)
-        self._window, self._always_passes = window, always_passes
+        self._window, self._always_passes, self._needs_click = window, always_passes, needs_click
         self.clock: Callable[[], float] = time.monotonic  # tests set their own
         self._shown_at = self._placed_at = 0.0
         self._engaged = self._typed_early = self._drop_release = False
@@ -72,7 +74,8 @@ class InputGuard(QObject):
         return self._typed_early
 
     def keys_count(self) -> bool:
-        return self._engaged or (not self._typed_early and self.clock() - self._shown_at >= QUIET_S)
+        return self._engaged or (not self._needs_click and not self._typed_early
+                                 and self.clock() - self._shown_at >= QUIET_S)
 
     # ------------------------------------------------------------------ the filter
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:

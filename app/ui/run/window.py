@@ -24,8 +24,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.domain.settings import Settings
+from app.ui.approval.input_guard import InputGuard
 from app.ui.bridge.host import Delivered
 from app.ui.common import shortcuts
+from app.ui.common.activation import set_show_without_activating
 from app.ui.common.icons import STATE_WORDS, app_icon
 from app.ui.common.screenshot_view import ScreenshotView
 from app.ui.common.status_area import StatusArea
@@ -38,6 +40,8 @@ from app.ui.run.view import THOUGHT_PLACEHOLDER, RunView
 STATE_DOTS = {"idle": "#9ca3af", "thinking": "#0ea5e9", "waiting": "#f59e0b", "acting": "#16a34a",
               "paused": "#6b7280"}
 NARROW = 1000  # below this width the step list goes under the screen instead of beside it
+KEYS_HELD = ("<b>Keys typed as Deskhand opened were held back</b> (another program started it, and they looked "
+             "meant for another window). Click in the task box to type a task.")
 
 
 def _heading(text: str) -> QLabel:
@@ -67,6 +71,7 @@ class MainWindow(QMainWindow):
         self._state = ""
         self._model_chosen = True  # until show_model_choice says otherwise
         self.keys = shortcuts.GlobalKeys("<ctrl>+<alt>+<space>", "<shift>+<esc>")
+        self.key_guard: InputGuard | None = None  # while a program's start waits for the person (show_quietly)
         self._build()
         self._menus()
         self.view = RunView(self, self)
@@ -209,7 +214,27 @@ class MainWindow(QMainWindow):
         self.task_box.setPlainText(text)
         self.task_box.setFocus()
 
+    def show_quietly(self) -> None:
+        """Shown without taking the keyboard from the window the person works in, for an app a program started
+        (a host's call, a scheduled run): until the person turns to it (a click in it, or opening it from the
+        tray, a later launch or the menu), keys that reach it are held back, so that nothing typed for another
+        window becomes a task. The approval window's guard (app.ui.approval.input_guard), needing a click."""
+        self.key_guard = InputGuard(self, lambda e: False, needs_click=True)
+        self.key_guard.held_back.connect(lambda: self.status.show_message(KEYS_HELD, "info", "keys-held"))
+        set_show_without_activating(self)
+        self.key_guard.start()
+        self.show()
+
+    def _person_turned_here(self) -> None:
+        """Opened by the person: the window takes the keyboard as any window does, keys count."""
+        if self.key_guard is not None:
+            self.key_guard.finish()
+            self.key_guard = None
+            self.status.remove("keys-held")
+        set_show_without_activating(self, False)
+
     def show_and_raise(self) -> None:
+        self._person_turned_here()
         if self.isMinimized():
             self.showNormal()
         handle = self.windowHandle()

@@ -24,7 +24,7 @@ from app.domain import events as ev
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ModelBusy
 from app.link import protocol
-from app.link.consent import ConsentStore, Grant
+from app.link.consent import ConsentStore, Grant, host_name
 from app.ui.agents.consent_dialog import ConsentDialog, answer_words
 from app.ui.bridge.host import Delivered
 from app.ui.common.background import Background
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("deskhand.ui.link")
 STATUS_KEY = "agent-link"
 HOST_GONE = "the program that asked for it went away"
+AFTER_MAX = 64 << 10  # what a host may send during its run without a line break (a cancel line is ~40 bytes)
 
 
 @dataclass(eq=False)
@@ -74,6 +75,8 @@ class AgentLink(QObject):
             finish(sock, protocol.refused(f"The Deskhand app could not take that request: {problem}.",
                                           "Update Deskhand so that the app and the command are the same version."))
             return
+        if "host" in msg:  # the name as Deskhand keeps and shows it: no escapes, no bidi overrides, not too long
+            msg = {**msg, "host": host_name(msg["host"])}
         cmd = msg["cmd"]
         log.info("link: %s%s", cmd, f" from “{msg['host']}”" if msg.get("host") else "")  # never the task text
         if cmd == "hello":
@@ -110,7 +113,7 @@ class AgentLink(QObject):
         host = msg["host"]
 
         def known(grant: Grant | None) -> None:
-            if grant is not None:  # answered before: the server reads it from the store too
+            if grant is not None and not grant.damaged:  # answered before: the server reads it from the store too
                 finish(sock, protocol.ok(answer="deny" if grant.denied else "allow", tools=list(grant.tools)))
             elif alive(sock):
                 self._ask(sock, host, str(msg.get("host_version") or ""), str(msg.get("tool") or ""))
@@ -232,11 +235,18 @@ class AgentLink(QObject):
     def _read(self, run: LinkedRun) -> None:
         if alive(run.sock):
             run.buffer += bytes(run.sock.readAll().data())
+        if len(run.buffer) > AFTER_MAX and b"\n" not in run.buffer:  # a cancel is a short line; this is not one
+            log.warning("a host sent more than %d KiB without a line break during its run: closing it", AFTER_MAX >> 10)
+            run.buffer = b""
+            run.sock.abort()  # (its run stops: the host is gone)
+            return
         while b"\n" in run.buffer:
             line, run.buffer = run.buffer.split(b"\n", 1)
-            if protocol.decode(line) == protocol.CANCEL and not run.finished:
+            msg = protocol.decode(line)
+            if protocol.is_cancel(msg) and not run.finished:
+                assert msg is not None
                 log.info("the host cancelled its run")
-                self._stop(protocol.HOST_CANCELLED)
+                self._stop(protocol.cancel_reason(msg))
 
     def _gone(self, run: LinkedRun) -> None:
         if not run.finished and self.run is run:

@@ -142,14 +142,19 @@ class Application(QObject):
             self.tray.set_keys(keys)
 
     # ------------------------------------------------------------------ start-up
-    def start(self, task: str = "", run_now: bool = False) -> None:
+    def start(self, task: str = "", run_now: bool = False, quietly: bool = False) -> None:
+        """`quietly`: a program started Deskhand (a host's call, a scheduled run): its window takes no keyboard,
+        and keys count there only once the person turned to it; no setup assistant opens by itself."""
         keep_ui_responsive()
         self.host.start()
         for w in (self.dialog, self.overlay, self.quick):
             w.winId()  # native windows made now, not while the first step waits to be shown
-        self.main.show()
+        if quietly:
+            self.main.show_quietly()
+        else:
+            self.main.show()
         QTimer.singleShot(300, self.main, lambda: self.windows.keep_inside(self.main))  # once the WM has framed it
-        log.info("main window shown")
+        log.info("main window shown%s", " without taking the keyboard (started by a program)" if quietly else "")
         if self.tray is not None:
             self.tray.show()
         elif self.tray_wanted:
@@ -163,7 +168,7 @@ class Application(QObject):
                                           [("Open settings", self.open_settings)])
         self.refresh_recent()
         if not self.model_ready():
-            self.setup.offer(at_start=True)
+            self.setup.offer(at_start=not quietly)
         if task:
             self.main.set_task(task)
             if run_now and self.model_ready():
@@ -250,6 +255,8 @@ class Application(QObject):
         stops the run; a task during a run waits in the queue the status area shows (raising a window would take
         the keyboard from the window a step types into). False: it waits until no step acts."""
         task = str(msg.get("task") or "").strip()
+        if msg.get("cmd") == "ping":  # a program's start found this app running: nothing to show
+            return True
         if msg.get("cmd") == "stop" or (msg.get("cmd") == "task" and task and self.presenter.running):
             self.handle_instance_message(msg)  # raises no window in these cases
             return True

@@ -80,7 +80,7 @@ class HandedSteps(QObject):
         while b"\n" in h.buffer:
             line, h.buffer = h.buffer.split(b"\n", 1)
             msg = protocol.decode(line)
-            if msg == protocol.CANCEL:
+            if protocol.is_cancel(msg):
                 self._withdraw(h)
             elif msg == protocol.FORWARD and h is self.current and self.dialog is not None:
                 self.dialog.bring_forward()  # "Approve in Deskhand" again: the same step

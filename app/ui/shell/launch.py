@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="show each step the model proposes but perform none")
     p.add_argument("--install-desktop-entry", action="store_true",
                    help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    p.add_argument("--without-focus", action="store_true",
+                   help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
+                        "and scheduled runs start Deskhand)")
     p.add_argument("task", nargs="*", help="a task to start (handed to Deskhand if it is already running)")
     return p
 
@@ -78,12 +81,12 @@ def launch(argv: Sequence[str]) -> int:
     if args.base_dir:
         os.environ[BASE_DIR_ENV] = args.base_dir  # default_paths and any child process see the same folder
     from app.desktop.display import check_display, declare_dpi_awareness
+    from app.domain.errors import DeskhandError
 
     try:
         paths = default_paths(args.base_dir).ensure()
-    except OSError as exc:
-        print(f"deskhand: cannot create Deskhand's folders: {exc}\n→ Check the permissions of your home "
-              "folder, or pass --base-dir.", file=sys.stderr)
+    except DeskhandError as exc:
+        print(f"deskhand: {exc}", file=sys.stderr)
         return 2
     from app.ui.common.messages import close_logging, setup_logging
 
@@ -110,6 +113,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     from PySide6.QtWidgets import QApplication
 
     from app.domain.settings import load_settings
+    from app.link.instance import NotAnswering
     from app.ui.common.icons import app_icon
     from app.ui.common.messages import CrashReporter
     from app.ui.shell.agent_link import AgentLink
@@ -123,14 +127,31 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     qapp.setWindowIcon(app_icon())
     qapp.setQuitOnLastWindowClosed(False)  # hidden while capturing, in the tray while idle: quitting is explicit
     name = server_name(args.base_dir)
-    message = {"cmd": "task", "task": task} if task else {"cmd": "show"}
-    if send_to_running(name, message):
-        print("Deskhand is already running: " + ("the task was handed over to it." if task
-                                                 else "its window was brought forward."))
-        return 0
-    server = InstanceServer(name)
-    if not server.listen() and send_to_running(name, message):  # another launch won the race
-        return 0
+    # (started by a program with no task: the one running shows nothing, as if the person had not asked)
+    message = {"cmd": "task", "task": task} if task else {"cmd": "ping" if args.without_focus else "show"}
+    def hand_over() -> bool:
+        """Whether an app that runs took the message. A quiet "ping" first: a stopped or stuck app must not get a
+        task it would do once it goes on, after this launch said it does not answer."""
+        if not send_to_running(name, {"cmd": "ping"}):
+            return False
+        return message["cmd"] == "ping" or send_to_running(name, message)
+
+    try:
+        if hand_over():
+            print("Deskhand is already running: " + ("the task was handed over to it." if task
+                                                     else "its window was brought forward."))
+            return 0
+        server = InstanceServer(name)
+        if not server.listen():
+            if hand_over():  # another launch won the race
+                return 0
+            print(f"deskhand: {server.problem or 'another Deskhand listens, and did not take the message.'}",
+                  file=sys.stderr)
+            return 2  # never a second app on one profile
+    except NotAnswering as exc:  # one runs, stopped or stuck: say so rather than wait, or start another
+        log.error("%s", exc.what)
+        print(f"deskhand: {exc}", file=sys.stderr)
+        return 1
     loaded = load_settings(paths.settings_file)  # type: ignore[attr-defined]
     reporter = CrashReporter(log_path)  # type: ignore[arg-type]
     reporter.install()
@@ -142,7 +163,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
-    app.start(task, run_now=bool(task))
+    app.start(task, run_now=bool(task), quietly=args.without_focus)
     log.info("Deskhand started%s (log: %s)", " in dry-run mode" if args.dry_run else "", log_path)
     QTimer.singleShot(0, lambda: log.info("ready: the event loop runs"))  # what launch tests wait for
     try:

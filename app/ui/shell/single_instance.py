@@ -22,11 +22,13 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 from app.link import protocol
-from app.link.instance import peer_uid, private_dir, server_name
+from app.link.instance import peer_uid, private_dir, send_to, server_name
 
 __all__ = ["InstanceServer", "alive", "finish", "private_dir", "send", "send_to_running", "server_name"]
 
 log = logging.getLogger("deskhand.ui.instance")
+FIRST_LINE_MAX = 64 << 20  # a decide request carries a screenshot; no request is longer (a 200 MiB one was held)
+FIRST_LINE_WAIT_MS = 10_000  # a connection that sends no request in this time is closed: idle ones never pile up
 
 
 def _same_user(sock: QLocalSocket) -> bool:
@@ -34,25 +36,10 @@ def _same_user(sock: QLocalSocket) -> bool:
     return uid is None or not hasattr(os, "getuid") or uid == os.getuid()
 
 
-def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 2000) -> bool:
-    """True if a running instance took the message (needs a Q(Core)Application, no event loop)."""
-    sock = QLocalSocket()
-    sock.connectToServer(name)
-    if not sock.waitForConnected(timeout_ms):
-        return False
-    if not _same_user(sock):  # someone else's socket under our name: tell it nothing
-        log.warning("the process listening on %s belongs to another user; nothing was sent to it", name)
-        sock.abort()
-        return False
-    sock.write((json.dumps(message) + "\n").encode())
-    sock.flush()
-    if sock.bytesToWrite() and not sock.waitForBytesWritten(timeout_ms):
-        return False
-    reply = b""
-    while b"\n" not in reply and sock.waitForReadyRead(timeout_ms):
-        reply += bytes(sock.readAll().data())
-    sock.disconnectFromServer()
-    return reply.strip() == b"ok"
+def send_to_running(name: str, message: dict[str, Any], timeout_ms: int = 5000) -> bool:
+    """True if a running instance took the message; False when none listens (or another user's process does:
+    it gets nothing); app.link.instance.NotAnswering when one listens and does not answer (stopped, stuck)."""
+    return send_to(name, message, timeout_ms / 1000)
 
 
 # ------------------------------------------------------------------ a link connection (its receiver answers)
@@ -83,6 +70,7 @@ class InstanceServer(QObject):
         self.server = QLocalServer(self)
         self.server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         self.server.newConnection.connect(self._accept)
+        self.problem = ""  # why listen() failed when no other instance listens
 
     def listen(self) -> bool:
         """False when another instance already listens; a socket left by a crashed one is removed.
@@ -95,7 +83,11 @@ class InstanceServer(QObject):
         QLocalServer.removeServer(self.name)
         ok = self.server.listen(self.name)
         if not ok:
-            log.warning("cannot listen on %s: %s", self.name, self.server.errorString())
+            log.error("cannot listen on %s: %s", self.name, self.server.errorString())
+            self.problem = (f"Deskhand cannot listen for later launches at {self.name} "
+                            f"({self.server.errorString()}), so a second Deskhand could start on the same profile "
+                            f"and both would act on it.\n→ Move aside what is at {self.name} (or set XDG_RUNTIME_DIR "
+                            "to a private folder with a shorter path), then start Deskhand again.")
         return ok
 
     def _accept(self) -> None:
@@ -107,15 +99,24 @@ class InstanceServer(QObject):
                 sock.deleteLater()
                 continue
             buffer = bytearray()
+            heard = [False]
 
-            def read(s: QLocalSocket = sock, buf: bytearray = buffer) -> None:
+            def read(s: QLocalSocket = sock, buf: bytearray = buffer, said: list[bool] = heard) -> None:
                 buf.extend(bytes(s.readAll().data()))
                 if b"\n" not in buf:
+                    if len(buf) > FIRST_LINE_MAX:  # never held whole: a request is a line, and none is this long
+                        log.warning("closed a connection whose first line passed %d MiB", FIRST_LINE_MAX >> 20)
+                        said[0] = True
+                        buf.clear()
+                        s.readyRead.disconnect()
+                        s.abort()
                     return
+                said[0] = True
                 line, rest = bytes(buf).split(b"\n", 1)
+                buf.clear()
                 try:
                     msg = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     msg = None
                 if isinstance(msg, dict) and "v" in msg:  # the link: the connection stays open for its answers
                     s.readyRead.disconnect()
@@ -127,8 +128,14 @@ class InstanceServer(QObject):
                 if isinstance(msg, dict):
                     self.received.emit(msg)
 
+            def idle(s: QLocalSocket = sock, said: list[bool] = heard) -> None:
+                if not said[0] and alive(s):  # connected and silent: it would hold a place for nothing
+                    log.warning("closed a connection that sent nothing for %d s", FIRST_LINE_WAIT_MS // 1000)
+                    s.abort()
+
             sock.readyRead.connect(read)
             sock.disconnected.connect(sock.deleteLater)
+            QTimer.singleShot(FIRST_LINE_WAIT_MS, sock, idle)
             if sock.bytesAvailable():  # it may have arrived before the connection above
                 read()
 
