@@ -73,8 +73,6 @@ class ModelBusy(DeskhandError):
 def os_error(exc: OSError, path: object, what: str) -> DeskhandError:
     """An OSError on one of Deskhand's folders or files as a DeskhandError that names the path and the fix.
     `what`: what could not be done ("The task “x” could not be saved"); `path`: the folder or file it is about."""
-    import errno
-
     where = path
     code = exc.errno
     if code == errno.EROFS:
