@@ -112,10 +112,11 @@ def square_root(h: Hand, ready: Prepared) -> str:
 
 
 def follow_link(h: Hand, ready: Prepared) -> str:
-    """Click the page's first link, found by its colour (the browsers' link blue)."""
+    """Click the page's first link, found by its colour (the browsers' link blue, #0000EE)."""
     h.focus("Welcome")
     pixels = np.asarray(grab_screen(0, h.display).convert("RGB")).astype(int)
-    blue = (pixels[:, :, 0] < 90) & (pixels[:, :, 1] < 90) & (pixels[:, :, 2] > 200)
+    # pure blue only: jwm's title bar (15, 86, 201) is bluish too, and a click there follows nothing
+    blue = (pixels[:, :, 0] < 40) & (pixels[:, :, 1] < 40) & (pixels[:, :, 2] > 200)
     ys, xs = np.nonzero(blue)
     assert len(ys), "no link on the screen"
     first = ys < ys.min() + 12  # the top-most link's row: “See the price list”
