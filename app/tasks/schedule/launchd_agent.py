@@ -27,6 +27,7 @@ from app.tasks.schedule.when import (
     Schedule,
     When,
     schedule_id,
+    schedules_to_remove,
     source_checkout,
     when_from_argument,
 )
@@ -146,10 +147,7 @@ class LaunchdAgents:
         return out
 
     def remove(self, task: str, when: When | None = None) -> list[Path]:
-        found = [s for s in self.listed() if s.task == task and (when is None or s.when == when)]
-        if not found:
-            at = f" {when.describe()}" if when is not None else ""
-            raise DeskhandError(f"The task “{task}” has no schedule{at}.", "See `deskhand task schedule --list`.")
+        found = schedules_to_remove(self.listed(), task, when)
         removed = []
         for s in found:
             with contextlib.suppress(OSError):  # no launchctl: the file is what would load it at the next login

@@ -25,6 +25,7 @@ from app.tasks.schedule.when import (
     Runner,
     Schedule,
     When,
+    schedules_to_remove,
     source_checkout,
     unit_name,
     when_of_calendar,
@@ -143,11 +144,7 @@ class SystemdTimers:
 
     def remove(self, task: str, when: When | None = None) -> list[Path]:
         """The schedules of `task` (only the one at `when`, if given) taken out of systemd and deleted."""
-        timers = [self.folder / f"{s.name}.timer" for s in self.listed()
-                  if s.task == task and (when is None or s.when == when)]
-        if not timers:
-            at = f" {when.describe()}" if when is not None else ""
-            raise DeskhandError(f"The task “{task}” has no schedule{at}.", "See `deskhand task schedule --list`.")
+        timers = [self.folder / f"{s.name}.timer" for s in schedules_to_remove(self.listed(), task, when)]
         removed = []
         for timer in timers:
             if shutil.which("systemctl"):

@@ -155,6 +155,15 @@ class Listed:
         return f"{what} {when} — {state} ({self.name})"
 
 
+def schedules_to_remove(listed: list[Listed], task: str, when: When | None) -> list[Listed]:
+    """The task's schedules (at `when`, or all of them), or an error saying it has none."""
+    found = [s for s in listed if s.task == task and (when is None or s.when == when)]
+    if not found:
+        at = f" {when.describe()}" if when is not None else ""
+        raise DeskhandError(f"The task “{task}” has no schedule{at}.", "See `deskhand task schedule --list`.")
+    return found
+
+
 @dataclass(frozen=True)
 class Enabled:
     """What registering a schedule with the scheduler did: `ok` only when it will run at its time."""

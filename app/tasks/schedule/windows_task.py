@@ -22,7 +22,17 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from app.domain.errors import DeskhandError, os_error
-from app.tasks.schedule.when import PREFIX, Enabled, Listed, Runner, Schedule, When, source_checkout, unit_name
+from app.tasks.schedule.when import (
+    PREFIX,
+    Enabled,
+    Listed,
+    Runner,
+    Schedule,
+    When,
+    schedules_to_remove,
+    source_checkout,
+    unit_name,
+)
 
 NS = "http://schemas.microsoft.com/windows/2004/02/mit/task"
 FOLDER = "\\Deskhand\\"  # Task Scheduler's folder for Deskhand's tasks
@@ -169,10 +179,7 @@ class TaskScheduler:
         return out
 
     def remove(self, task: str, when: When | None = None) -> list[Path]:
-        found = [s for s in self.listed() if s.task == task and (when is None or s.when == when)]
-        if not found:
-            at = f" {when.describe()}" if when is not None else ""
-            raise DeskhandError(f"The task “{task}” has no schedule{at}.", "See `deskhand task schedule --list`.")
+        found = schedules_to_remove(self.listed(), task, when)
         removed = []
         for s in found:
             command = ["schtasks", "/Delete", "/TN", s.name, "/F"]
