@@ -60,6 +60,18 @@ class _Window:
         return left <= x < left + w and top <= y < top + h
 
 
+def display_of(pid: int) -> str:
+    """The X display a process was started on (":7" for DISPLAY=:7.0), "" when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return ""
+    value = next((e[8:].decode(errors="replace") for e in env if e.startswith(b"DISPLAY=")), "")
+    host, _, rest = value.partition(":")
+    return f":{rest.split('.')[0]}" if rest and host in ("", "unix") else value
+
+
 def _session_address() -> str:
     address = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
     if not address or address.startswith("disabled:"):
@@ -73,11 +85,12 @@ class AtspiBackend:
 
     def __init__(self, session_address: str | None = None,
                  stacking: Callable[[], tuple[WindowInfo, ...]] | None = None, own_pid: int | None = None,
-                 points: bool = True) -> None:
+                 points: bool = True, display: str | None = None) -> None:
         """`points`: whether the applications' screen coordinates are real ones. Not on Wayland, where a client
         does not know where its window is (GTK and Qt report window-relative boxes there): an element "at a
-        point" would be a wrong one, so only the focused element is looked up."""
-        self.points = points
+        point" would be a wrong one, so only the focused element is looked up. `display`: only the applications
+        on that X display count (Deskhand's desktop shares the accessibility bus with the person's own)."""
+        self.points, self.display = points, display
         try:
             from jeepney import DBusAddress, new_method_call
             from jeepney.io.blocking import open_dbus_connection
@@ -181,6 +194,8 @@ class AtspiBackend:
                 pid = self._pid(app[0])
                 if pid == self._own_pid:
                     continue  # Deskhand's own windows are never the target
+                if self.display is not None and display_of(pid) != self.display:
+                    continue  # on another display: its screen coordinates are not this display's
                 app_name = str(self._prop(app, "Name"))
                 for ref in self._children(app):
                     states = self._states(ref)

@@ -1,0 +1,210 @@
+"""Deskhand's desktop (app/desktop/nested/) on a real X server: a nested Xephyr shown as a window on the test's
+private Xvfb (the person's display here), jwm inside, a real Qt app started there from the app list, Deskhand's
+input and stops on the nested display only, and nothing left running after a kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from app.desktop.nested.keeper import end_left_over
+from app.desktop.nested.xephyr import NOTE, NestedDesktop
+from app.desktop.nested.xserver import wm_running
+from app.domain.background import AppEntry, find_app, fitting_size, parse_app_list, parse_size
+from app.domain.errors import DeskhandError
+from tests.background_support import INNER_TITLE, InnerTarget, gone, marked, read_json_line, target_command
+from tests.desktop import REPO, missing_tools, pointer_state, pressed_keys, wait_until
+
+SIZE = (1024, 700)
+
+
+def test_the_app_list_is_read_line_by_line_and_each_bad_line_said():
+    apps, problems = parse_app_list("""
+        # apps Deskhand may start in its desktop
+        Browser = firefox --no-remote --profile {profile} https://example.org
+        Files=pcmanfm {shared}
+        browser = chromium
+        Broken = editor 'unclosed
+        no equals sign here
+        Odd = mousepad {home}/x.txt
+        Empty =
+    """)
+    assert [a.name for a in apps] == ["Browser", "Files"]
+    assert apps[0].words() == ["firefox", "--no-remote", "--profile", "{profile}", "https://example.org"]
+    assert find_app(apps, " browser ") is apps[0] and find_app(apps, "Editor") is None
+    assert problems == (
+        "line 5: “browser” is already the name of an app above",
+        "line 6 (“Broken”): its command line cannot be split into words (No closing quotation: a quote is not "
+        "closed?)",
+        "line 7 (“no equals sign here”) is not “Name = command line”",
+        "line 8 (“Odd”): {home} is not one of {profile} and {shared}",
+        "line 9 (“Empty”): it has no command line",
+    )
+
+
+def test_the_desktop_size_is_read_or_fits_the_screen():
+    assert parse_size("auto") is None and parse_size(" 1600x900 ") == (1600, 900) and parse_size("800×600") == (
+        800, 600)
+    for bad in ("big", "100x100", "1600x"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    assert fitting_size((1920, 1080)) == (1440, 810) and fitting_size((800, 600)) == (640, 480)
+
+
+@pytest.fixture(scope="module")
+def nested(desktop, tmp_path_factory):
+    if missing_tools("Xephyr", "jwm", "xwininfo"):
+        pytest.skip("Xephyr (xserver-xephyr), jwm and xwininfo are needed")
+    with NestedDesktop(tmp_path_factory.mktemp("nested"), SIZE, outer=desktop.display) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def inner(nested, tmp_path_factory):
+    t = InnerTarget(tmp_path_factory.mktemp("inner-io"))
+    nested.open_app(AppEntry("Target", target_command(t.folder)))
+    t.wait_event("ready", 90)
+    yield t
+    t.close()
+
+
+@pytest.mark.xdisplay
+def test_it_is_a_window_on_the_person_s_display_with_a_window_manager_inside(desktop, nested):
+    place = nested.place()
+    assert place is not None and (place.width, place.height) == SIZE
+    info = desktop.run("xwininfo", "-name", "Deskhand's desktop").stdout
+    assert f"Absolute upper-left X:  {place.left}\n" in info and f"Absolute upper-left Y:  {place.top}\n" in info
+    assert f"Width: {SIZE[0]}\n" in info and f"Height: {SIZE[1]}\n" in info
+    assert place.to_outer(10, 20) == (place.left + 10, place.top + 20)
+    assert place.to_inner(place.left - 50, place.top + SIZE[1] + 9) == (0, SIZE[1] - 1)  # kept inside it
+    assert nested.display != desktop.display and wm_running(nested.display)
+
+
+@pytest.mark.xdisplay
+def test_an_app_from_the_list_starts_inside_never_on_the_person_s_display(desktop, nested, inner):
+    from app.desktop.windows import X11Desktop
+
+    inside, outside = X11Desktop(nested.display), X11Desktop(desktop.display)
+    try:
+        wait_until(lambda: INNER_TITLE in [w.title for w in inside.windows()], 30, "the app's window inside")
+        assert INNER_TITLE not in [w.title for w in outside.windows()]
+    finally:
+        inside.close()
+        outside.close()
+    with pytest.raises(DeskhandError) as err:
+        nested.open_app(AppEntry("Editor", "no-such-editor-here {profile}/notes.txt"))
+    assert err.value.what == "“Editor” could not start: no-such-editor-here is not installed (or not on the PATH)."
+    with pytest.raises(DeskhandError, match="no shared folder is chosen"):
+        nested.open_app(AppEntry("Files", "pcmanfm {shared}"))
+
+
+@pytest.mark.xdisplay
+def test_deskhand_acts_inside_and_the_person_s_pointer_and_keys_stay_theirs(desktop, nested, inner):
+    from app.desktop.nested import session
+    from app.domain import geometry
+    from app.domain.actions import Click, Write
+    from app.domain.cancel import CancelToken
+
+    subprocess.run(["xdotool", "mousemove", "1900", "20"], env=desktop.env(), check=True)
+    before = pointer_state(desktop.display)
+    token = CancelToken()
+    took_over: list[str] = []
+    capturer = session.open_capturer(nested)
+    stops = session.open_stops(token, capturer, nested, on_person=took_over.append)
+    executor = session.open_executor(nested, stops)
+    try:
+        shot = capturer.grab()
+        assert shot.image.size == SIZE
+        inner.drain()
+        executor.perform(Click(geometry.input_to_model(*inner.centre("button"), shot.monitor)), shot, token)
+        inner.wait_event("clicked", 15)
+        text = "Grüße, ok"
+        executor.perform(Write(text, point=geometry.input_to_model(*inner.centre("edit"), shot.monitor), clear=True),
+                         shot, token)
+        wait_until(lambda: inner.state()["text"] == text, 15, "the text inside")
+        assert pointer_state(desktop.display) == before  # the person's pointer never moved
+        assert pressed_keys(desktop.display) == [] and pointer_state(nested.display)[2] == 0
+        assert not stops.user_input.is_set() and not took_over  # Deskhand's own input is not the person's
+        # the person clicks into the window: the click reaches the app inside, and that is taking over
+        place = nested.place()
+        assert place is not None
+        x, y = place.to_outer(*inner.centre("pad"))
+        subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], env=desktop.env(), check=True)
+        assert inner.wait_event("pressed", 15)["button"] == "left"
+        wait_until(lambda: took_over, 10, "the take-over to be heard")
+        assert took_over == ["you took over: the left mouse button was pressed."] and stops.user_input.is_set()
+    finally:
+        stops.stop()
+        executor.close()
+        capturer.close()
+
+
+OWNER = """
+import json, sys, time
+from pathlib import Path
+from app.desktop.nested.xephyr import NestedDesktop
+from app.domain.background import AppEntry
+d = NestedDesktop(Path(sys.argv[1]), (800, 600))
+d.start()
+app = d.open_app(AppEntry("Target", sys.argv[2]))
+print(json.dumps({"display": d.display, "mark": d.group.mark, "keeper": d.group.pgid,
+                  "pids": [p.pid for p in d.group._children]}), flush=True)
+time.sleep(600)
+"""
+
+
+def _owner(desktop, tmp_path):
+    io = InnerTarget(tmp_path / "io")
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "desk"), target_command(io.folder)],
+                            cwd=REPO, env=desktop.env(PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, text=True)
+    try:
+        info = read_json_line(proc.stdout, 90)
+        io.wait_event("ready", 90)  # the app inside is up
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        io.close()
+    return proc, info
+
+
+@pytest.mark.xdisplay
+def test_a_kill_9_of_deskhand_ends_its_desktop_and_everything_in_it(desktop, tmp_path):
+    if missing_tools("Xephyr", "jwm"):
+        pytest.skip("Xephyr and jwm are needed")
+    proc, info = _owner(desktop, tmp_path)
+    everything = [info["keeper"], *info["pids"]]
+    assert len(info["pids"]) == 3 and not any(gone(p) for p in everything)  # Xephyr, jwm, the app
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    proc.stdout.close()
+    wait_until(lambda: all(gone(p) for p in everything) and not marked(info["mark"]), 30,
+               "the keeper to end the desktop", 0.1)
+    from app.desktop.display import _x_reachable
+
+    assert _x_reachable(info["display"])  # no X server answers there any more
+
+
+@pytest.mark.xdisplay
+def test_a_desktop_whose_keeper_was_killed_too_is_ended_at_the_next_start(desktop, tmp_path):
+    if missing_tools("Xephyr", "jwm"):
+        pytest.skip("Xephyr and jwm are needed")
+    proc, info = _owner(desktop, tmp_path)
+    os.kill(info["keeper"], signal.SIGKILL)  # the keeper first: nothing is left to end the group
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    proc.stdout.close()
+    survivors = [p for p in info["pids"] if not gone(p)]
+    assert survivors, "nothing survived: the test shows nothing"
+    note = tmp_path / "desk" / NOTE
+    assert json.loads(note.read_text())["mark"] == info["mark"]
+    left = sorted(marked(info["mark"]))
+    assert set(survivors) <= set(left)
+    assert sorted(end_left_over(note)) == left
+    wait_until(lambda: all(gone(p) for p in info["pids"]) and not marked(info["mark"]), 30, "the leftovers to end")
+    assert not note.exists()
