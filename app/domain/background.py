@@ -103,9 +103,11 @@ def fitting_size(screen: tuple[int, int]) -> tuple[int, int]:
     return max(MIN_SIZE[0], (w * 3 // 4) // 2 * 2), max(MIN_SIZE[1], (h * 3 // 4) // 2 * 2)
 
 
-def desktop_record(display: str, size: tuple[int, int]) -> dict[str, object]:
-    """What a run's record says about Deskhand's desktop, the run having run there."""
-    return {"kind": "background", "name": TITLE, "display": display, "size": list(size)}
+def desktop_record(display: str = "", size: tuple[int, int] | None = None) -> dict[str, object]:
+    """What a run's record says about Deskhand's desktop, the run having run there (its display and size where
+    they are known when the record is written)."""
+    return {"kind": "background", "name": TITLE, **({"display": display} if display else {}),
+            **({"size": list(size)} if size else {})}
 
 
 def desktop_words(meta: dict[str, object] | None) -> str:

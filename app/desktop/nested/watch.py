@@ -134,7 +134,7 @@ class DesktopStops(Stops):
     def _on_code(self, code: int) -> None:
         modifier = code in self._modifier_codes
         if not self.ledger.claim("key", modifier) and not modifier:
-            self._person("a key was pressed in Deskhand's desktop.")
+            self._person("a key was pressed.")
 
     def _on_move(self, x: int, y: int, injected: bool = False) -> None:
         """Only the corner failsafe: a pointer passing over the window is not the person taking over."""
@@ -148,7 +148,7 @@ class DesktopStops(Stops):
     def _person(self, what: str) -> None:
         if not self.config.pause_on_user_input or self.user_input.is_set():
             return
-        self.user_input_reason = f"you took over: {what}"
+        self.user_input_reason = f"you took over Deskhand's desktop ({what.rstrip('.')})."
         self.user_input.set()
         if self.on_person is not None:
             try:

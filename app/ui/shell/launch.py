@@ -29,6 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="show each step the model proposes but perform none")
     p.add_argument("--install-desktop-entry", action="store_true",
                    help="add Deskhand to your applications menu (~/.local/share/applications) and exit")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--background", action="store_true", default=None,
+                       help="run the task in Deskhand's desktop, a window of its own (your mouse and keyboard stay "
+                            "yours)")
+    where.add_argument("--foreground", action="store_false", dest="background", default=None,
+                       help="run the task on your own desktop, whatever Settings say")
+    p.add_argument("--open", action="append", default=[], metavar="APP",
+                   help="start this app in Deskhand's desktop before the task (a name from Settings → Deskhand's "
+                        "desktop, or a command line); implies --background; may be repeated")
     p.add_argument("task", nargs="*", help="a task to start (handed to Deskhand if it is already running)")
     return p
 
@@ -123,7 +132,8 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     qapp.setWindowIcon(app_icon())
     qapp.setQuitOnLastWindowClosed(False)  # hidden while capturing, in the tray while idle: quitting is explicit
     name = server_name(args.base_dir)
-    message = {"cmd": "task", "task": task} if task else {"cmd": "show"}
+    asked = {k: v for k, v in (("background", args.background), ("open", args.open)) if v not in (None, [])}
+    message = {"cmd": "task", "task": task, **asked} if task else {"cmd": "show"}
     if send_to_running(name, message):
         print("Deskhand is already running: " + ("the task was handed over to it." if task
                                                  else "its window was brought forward."))
@@ -142,7 +152,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
-    app.start(task, run_now=bool(task))
+    app.start(task, run_now=bool(task), asked=message)
     log.info("Deskhand started%s (log: %s)", " in dry-run mode" if args.dry_run else "", log_path)
     QTimer.singleShot(0, lambda: log.info("ready: the event loop runs"))  # what launch tests wait for
     try:
