@@ -64,6 +64,36 @@ def resolve_apps(settings: Settings, wanted: list[str] | tuple[str, ...], comman
     return tuple(out)
 
 
+def decide_where(settings: Settings, asked: bool | None, apps: tuple[AppEntry, ...] = (), *,
+                 recorded: bool | None = None, for_others: bool = False, say: Callable[[str], None] = log.info
+                 ) -> Where:
+    """Where a run works: as asked (`--background`, `--foreground`, a host's argument; apps to open imply the
+    background), else where its saved task was recorded, else for a run the person did not start themselves (a
+    scheduled one, another program's) in the background while they are at the desk (Settings may turn that off),
+    else the settings' choice. DeskhandError when the background is asked for and not possible here; a default
+    that is not possible falls back to the person's desktop, said with `say`."""
+    from app.desktop.nested.available import background_status
+
+    wanted = asked if asked is not None else True if apps else recorded
+    if wanted is None:
+        wanted = settings.background
+        if for_others and not wanted and settings.background_when_present:
+            from app.desktop.attention.presence import person_at_desk
+
+            wanted = person_at_desk()
+            if wanted:
+                say("You are at the desk: this run works in Deskhand's desktop, not on your screen.")
+    if not wanted:
+        return FOREGROUND
+    status = background_status()
+    if status.available:
+        return Where(True, apps)
+    if asked or apps:
+        raise DeskhandError(status.what, status.todo)
+    say(f"This run works on your desktop: {status.what}")
+    return FOREGROUND
+
+
 class BackgroundDesktop:
     """Deskhand's desktop of this process, its capture handle and lookups (kept between runs)."""
 
