@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.agent.background import FOREGROUND, Where, decide_where, resolve_apps
+from app.agent.background import FOREGROUND, Where, decide_where, resolve_apps, someone_at_this_desk
 from app.agent.headless import HeadlessConfig, run_headless
 from app.desktop.attention.presence import idle_seconds, person_at_desk
 from app.desktop.nested.available import background_status
@@ -105,9 +105,13 @@ def test_scheduled_and_other_programs_runs_go_to_its_desktop_while_the_person_is
     wait_until(lambda: (idle_seconds() or 99) < 5, 10, "the X server to count the input")
     assert person_at_desk() and not person_at_desk(idle_limit_s=0)
     s = Settings()
-    assert decide_where(s, None, for_others=True) == Where(True)
-    assert decide_where(s.replace(background_when_present=False), None, for_others=True) is FOREGROUND
-    assert decide_where(s, False, for_others=True) is FOREGROUND
+    assert decide_where(s, None, for_others=True, at_desk=person_at_desk) == Where(True)
+    assert decide_where(s.replace(background_when_present=False), None, for_others=True,
+                        at_desk=person_at_desk) is FOREGROUND
+    assert decide_where(s, False, for_others=True, at_desk=person_at_desk) is FOREGROUND
+    assert decide_where(s, None, at_desk=person_at_desk) is FOREGROUND  # a run the person starts: the settings'
+    # on a virtual display (this Xvfb) nobody sits, whatever input programs send: a container's runs stay there
+    assert not someone_at_this_desk() and decide_where(s, None, for_others=True) is FOREGROUND
 
 
 @NEEDS

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -64,12 +65,21 @@ def resolve_apps(settings: Settings, wanted: list[str] | tuple[str, ...], comman
     return tuple(out)
 
 
+def someone_at_this_desk() -> bool:
+    """Someone uses this display now (app.desktop.attention.presence), and it is not a virtual one: on Xvfb (a
+    container, the live-task suite, a fleet) nobody sits, whatever input programs send."""
+    from app.desktop.attention.presence import person_at_desk
+    from app.desktop.virtual_display import find_server
+
+    return not find_server(os.environ.get("DISPLAY", "")).virtual and person_at_desk()
+
+
 def decide_where(settings: Settings, asked: bool | None, apps: tuple[AppEntry, ...] = (), *,
-                 recorded: bool | None = None, for_others: bool = False, say: Callable[[str], None] = log.info
-                 ) -> Where:
+                 recorded: bool | None = None, for_others: bool = False, say: Callable[[str], None] = log.info,
+                 at_desk: Callable[[], bool] = someone_at_this_desk) -> Where:
     """Where a run works: as asked (`--background`, `--foreground`, a host's argument; apps to open imply the
     background), else where its saved task was recorded, else for a run the person did not start themselves (a
-    scheduled one, another program's) in the background while they are at the desk (Settings may turn that off),
+    scheduled one, another program's) in the background while they are `at_desk` (Settings may turn that off),
     else the settings' choice. DeskhandError when the background is asked for and not possible here; a default
     that is not possible falls back to the person's desktop, said with `say`."""
     from app.desktop.nested.available import background_status
@@ -78,9 +88,7 @@ def decide_where(settings: Settings, asked: bool | None, apps: tuple[AppEntry, .
     if wanted is None:
         wanted = settings.background
         if for_others and not wanted and settings.background_when_present:
-            from app.desktop.attention.presence import person_at_desk
-
-            wanted = person_at_desk()
+            wanted = at_desk()
             if wanted:
                 say("You are at the desk: this run works in Deskhand's desktop, not on your screen.")
     if not wanted:
