@@ -115,7 +115,7 @@ class Application(QObject):
         m.quit_requested.connect(self.request_quit)
         m.close_requested.connect(self._main_closed)
         m.desktop_switch.app_chosen.connect(self.open_in_desktop)
-        m.desktop_switch.edit_requested.connect(self.open_settings)
+        m.desktop_switch.edit_requested.connect(self.edit_desktop_apps)
         self.quick.submitted.connect(self._quick_submitted)
         self.quick.saved_chosen.connect(self.saved_tasks.start)
         self.presenter.finished.connect(self._run_finished)
@@ -356,6 +356,13 @@ class Application(QObject):
         dialog.tabs.addTab(HostsPage(ConsentStore(self.paths.config), self.background.run), "Other agents")
         self.settings_dialog = dialog
         dialog.show()
+
+    def edit_desktop_apps(self) -> None:
+        """Settings, at the page of Deskhand's desktop (the switch's "Edit the list…")."""
+        self.open_settings()
+        if self.settings_dialog is not None:
+            self.settings_dialog.tabs.setCurrentWidget(self.settings_dialog.desktop)
+            self.settings_dialog.desktop.apps.setFocus()
 
     def _setup_from_settings(self) -> None:
         if self.settings_dialog is not None:
