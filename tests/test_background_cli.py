@@ -223,3 +223,21 @@ def test_task_run_does_a_task_recorded_in_its_desktop_there_again(desktop, tmp_p
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["desktop"] == "background"
     assert "Deskhand's desktop is open" in out.stderr
+
+
+@pytest.mark.xdisplay
+def test_doctor_says_whether_the_background_is_available_and_what_to_install(desktop, tmp_path):
+    from tests.test_doctor import base_env, doctor, fix_after, line
+
+    bare = tmp_path / "bin"  # a PATH without Xephyr (and without jwm)
+    bare.mkdir()
+    run = doctor(base_env(tmp_path / "home", DISPLAY=desktop.display, PATH=str(bare)))
+    found = line(run.stdout, "Working in the background")
+    assert found.startswith("[WARN]") and "needs Xephyr" in found and "Tasks run on your own desktop" in found
+    assert "sudo apt install xserver-xephyr" in fix_after(run.stdout, "Working in the background")
+    if not missing_tools("Xephyr", "jwm"):
+        run = doctor(base_env(tmp_path / "home", DISPLAY=desktop.display))
+        assert line(run.stdout, "Working in the background").startswith("[ OK ]")
+    as_json = json.loads(doctor(base_env(tmp_path / "home", PATH=str(bare)), "--json").stdout)
+    check = next(c for c in as_json["checks"] if c["name"] == "Working in the background")
+    assert check["status"] == "warn" and not check["required"] and "DISPLAY is not set" in check["detail"]
