@@ -189,10 +189,11 @@ class ApprovalDialog(QDialog, ApprovalForm):
         assert e is not None
         area_q = available_rect(*(self.screen_area or e.monitor_geometry))
         area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
-        if placement.keep(self._last, area, self.avoid, PREFERRED):
+        avoid = self.avoid if self.avoid is not None and self.avoid.intersects(area) else None  # (else: beside it)
+        if placement.keep(self._last, area, avoid, PREFERRED):
             r = self._last
         else:
-            r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
+            r = placement.place(area, PREFERRED, avoid, MINIMUM)
         assert r is not None
         r = self._tall_enough(r, area)
         self._last = r

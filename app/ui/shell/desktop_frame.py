@@ -1,7 +1,7 @@
 """A step of a run in Deskhand's desktop, placed on the person's screen: the desktop's pixels are where its window
 shows them (one to one: Xephyr does not scale), so the approval dialog, its picture and the marker see the step as
 if the window were a monitor at that place. The marker stays inside the window; the dialog may use the whole
-screen the window is on (beside it where there is room), always clear of the target."""
+screen the window is on, beside the window where there is room, and always clear of the target."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.ui.approval.screens import rect_to_logical, to_logical
 from app.ui.bridge.host import Delivered
 
 Place = Any  # app.desktop.nested.xephyr.Place: left, top, width, height; to_outer, to_inner
+FRAME_MARGIN = 8  # px: about a window manager's border (and a third of its title bar)
 
 
 class DesktopFrame:
@@ -56,8 +57,10 @@ class DesktopFrame:
         p = self.place
         return rect_to_logical(p.left, p.top, p.width, p.height) if p is not None else None
 
-    def screen_area(self) -> tuple[int, int, int, int] | None:
-        """The screen the window is on (input coordinates): where the dialog may go."""
+    def screen_area(self, fits: tuple[int, int] = (520, 460)) -> tuple[int, int, int, int] | None:
+        """Where the dialog may go (input coordinates): the roomiest part of the window's screen beside the
+        window where a dialog of `fits` fits (so the person sees the desktop while deciding), else the whole
+        screen (the dialog then keeps clear of the target only)."""
         p = self.place
         if p is None:
             return None
@@ -66,4 +69,10 @@ class DesktopFrame:
         if screen is None:
             return None
         g, dpr = screen.geometry(), screen.devicePixelRatio()
-        return g.x(), g.y(), round(g.width() * dpr), round(g.height() * dpr)
+        sx, sy, sw, sh = g.x(), g.y(), round(g.width() * dpr), round(g.height() * dpr)
+        m = FRAME_MARGIN  # the window manager's frame around the window
+        left, top, right, bottom = p.left - m, p.top - 3 * m, p.left + p.width + m, p.top + p.height + m
+        beside = [(right, sy, sx + sw - right, sh), (sx, sy, left - sx, sh),
+                  (sx, bottom, sw, sy + sh - bottom), (sx, sy, sw, top - sy)]
+        roomy = [b for b in beside if b[2] >= fits[0] and b[3] >= fits[1]]
+        return max(roomy, key=lambda b: b[2] * b[3]) if roomy else (sx, sy, sw, sh)
