@@ -8,6 +8,7 @@ stopping with the stop key are all done for real; the model is a scripted engine
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 
@@ -20,8 +21,8 @@ from app.domain.settings import Loaded, Settings
 from app.ui.approval import input_guard
 from app.ui.common import placement
 from app.ui.shell.application import Application
-from tests.background_support import InnerTarget, target_command
-from tests.desktop import Target, missing_tools
+from tests.background_support import InnerTarget, marked, target_command
+from tests.desktop import Target, missing_tools, wait_until
 from tests.scripted_engine import ScriptedEngine
 from tests.ui_support import QT_MARKS, window_manager
 
@@ -257,6 +258,10 @@ def test_a_task_in_deskhand_s_desktop_leaves_the_person_s_keyboard_pointer_and_a
         run = list_runs(con)[0]
         con.close()
         assert '"desktop": {"kind": "background"' in run["settings"]
+        mark = json.loads((app.paths.data / "desktop" / "desktop.json").read_text())["mark"]
+        assert marked(mark)  # Deskhand's desktop is kept while the app runs...
+        app.shutdown()
+        wait_until(lambda: not marked(mark), 30, "Deskhand's desktop to end with the app")  # ...and ends with it
     finally:
         if person is not None:
             person._done.set()

@@ -96,3 +96,39 @@ def test_history_says_which_desktop_a_run_worked_on(qtbot, tmp_path):
                 "In Deskhand's desktop" in h.step_detail.text()) == (t == "Inside"), timeout=5000)
     finally:
         work.close()
+
+
+def test_the_quick_box_asks_where_as_the_task_box_does(qtbot, tmp_path):
+    import pytest
+    from PySide6.QtCore import Qt
+
+    from app.desktop.nested.available import background_status
+    from tests.scripted_engine import ScriptedEngine
+
+    if not background_status().available:
+        pytest.skip("Xephyr is needed")
+    engine = ScriptedEngine([{"tool_name": "answer", "content": "Nothing to do."}])
+    app = Application(default_paths(tmp_path / "home").ensure(),
+                      Loaded(Settings(text_model="m", mmproj="p", background_size="800x600")),
+                      engine_factory=lambda s: engine, setup=False, tray=False, hotkeys=False)
+    try:
+        app.start()
+        app.main.desktop_switch.box.setChecked(True)
+        app.open_quick_task()
+        assert app.quick.background.isChecked()  # as the switch beside the task box says
+        app.quick.background.setChecked(False)  # this once: on the person's desktop
+        qtbot.keyClicks(app.quick.line, "Look around")
+        with qtbot.waitSignal(app.presenter.finished, timeout=30000):
+            qtbot.keyClick(app.quick.line, Qt.Key.Key_Return)
+        assert not app.host.worker.background.display  # Deskhand's desktop was never started
+        app.open_quick_task()
+        assert app.quick.background.isChecked()
+        qtbot.keyClicks(app.quick.line, "Look around inside")
+        started = []
+        app.host.delivered.connect(lambda d: started.append(d.event) if type(d.event).__name__ == "RunStarted"
+                                   else None)
+        with qtbot.waitSignal(app.presenter.finished, timeout=60000):
+            qtbot.keyClick(app.quick.line, Qt.Key.Key_Return)
+        assert started and started[-1].background and app.host.worker.background.display
+    finally:
+        app.shutdown()

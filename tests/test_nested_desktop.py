@@ -138,7 +138,12 @@ def test_deskhand_acts_inside_and_the_person_s_pointer_and_keys_stay_theirs(desk
         assert inner.wait_event("pressed", 15)["button"] == "left"
         wait_until(lambda: took_over, 10, "the take-over to be heard")
         assert took_over == ["you took over Deskhand's desktop (the left mouse button was pressed)."]
-        assert stops.user_input.is_set()
+        assert stops.user_input.is_set() and not token.cancelled
+        # the corner failsafe, in the desktop's corner: the pointer at its pixel (0, 0) through the window
+        subprocess.run(["xdotool", "mousemove", str(place.left + 200), str(place.top + 200), "mousemove",
+                        str(place.left), str(place.top)], env=desktop.env(), check=True)
+        wait_until(lambda: token.cancelled, 10, "the corner to stop the run")
+        assert token.reason == "The pointer was moved into a corner of Deskhand's desktop (the failsafe)."
     finally:
         stops.stop()
         executor.close()

@@ -268,6 +268,10 @@ class Application(QObject):
             QTimer.singleShot(100, self.open_quick_task)
             return
         self.quick.set_busy_hint(self.presenter.running)
+        switch = self.main.desktop_switch  # the quick box asks where as the task box does
+        self.quick.background.setEnabled(switch.box.isEnabled())
+        self.quick.background.setToolTip(switch.box.toolTip())
+        self.quick.background.setChecked(switch.on)
         self.quick.open(self.overlay.frameGeometry() if self.overlay.isVisible() else None)
 
     def _quick_submitted(self, task: str) -> None:
@@ -279,7 +283,8 @@ class Application(QObject):
                                  f"“{task}” is already running or waiting.")
             return
         self.main.set_task(task)
-        if not self.start_task(task):
+        background = self.quick.background.isEnabled() and self.quick.background.isChecked()
+        if not self.start_task(task, self.where(background)):
             self.main.show_and_raise()
 
     def take_without_raising(self, msg: dict[str, Any]) -> bool:
