@@ -199,9 +199,14 @@ def test_a_schedule_keeps_where_its_runs_work(tmp_path):
            "DISPLAY": ":42", "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime")}
     out = subprocess.run([sys.executable, "-m", "app", "task", "schedule", "tidy", "--daily", "9:30", "--background",
                           "--open", "Editor"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
-    assert out.returncode == 0, out.stderr
-    service = (tmp_path / "config" / "systemd" / "user" / "deskhand-task-tidy.service").read_text()
-    assert '--auto-approve safe --background --open Editor --scheduled "daily 09:30"' in service
+    assert "“tidy”" in out.stdout, out.stderr  # (written; with no user session here it cannot start: exit 1)
+    from tests.test_task_schedule import exec_words
+
+    (service,) = (tmp_path / "config" / "systemd" / "user").glob("deskhand-task-tidy-*.service")
+    words = exec_words(service)
+    at = words.index("--auto-approve")
+    assert words[at:at + 7] == ["--auto-approve", "safe", "--background", "--open", "Editor", "--scheduled",
+                                "daily 09:30"]
 
 
 @NEEDS

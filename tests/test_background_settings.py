@@ -20,13 +20,13 @@ def test_the_page_saves_the_desktop_s_settings_and_refuses_what_cannot_be_used(q
     qtbot.addWidget(d)
     page = d.desktop
     assert page.apps.toPlainText() == "Editor = mousepad" and not page.default.isChecked()
-    assert page.when_present.isChecked() and page.size.text() == ""
+    assert page.when_present.isChecked() and page.screen_size.text() == ""
     saved: list[Settings] = []
     d.saved.connect(saved.append)
     page.apps.setPlainText(APPS + "\nBroken = editor 'unclosed")
     assert "line 3 (“Broken”)" in page.apps_problem.text()  # said as it is typed
     page.shared.setText(str(tmp_path / "not-there"))
-    page.size.setText("huge")
+    page.screen_size.setText("huge")
     d.tabs.setCurrentIndex(0)
     d.save()
     assert not saved and d.tabs.currentWidget() is page
@@ -36,7 +36,7 @@ def test_the_page_saves_the_desktop_s_settings_and_refuses_what_cannot_be_used(q
     assert page.apps.toPlainText().endswith("'unclosed")  # nothing typed is lost
     page.apps.setPlainText(APPS)
     page.shared.setText(str(tmp_path))
-    page.size.setText("1600x900")
+    page.screen_size.setText("1600x900")
     page.default.setChecked(True)
     page.when_present.setChecked(False)
     d.save()

@@ -82,9 +82,9 @@ class DesktopPage(QWidget):
         form.addRow("Shared folder:", row)
         form.addRow("", _note("The apps there start in this folder, and {shared} names it: the way a file reaches a "
                               "task, and a task's result reaches you."))
-        self.size = QLineEdit()
-        self.size.setPlaceholderText("auto")
-        form.addRow("Size:", self.size)
+        self.screen_size = QLineEdit()
+        self.screen_size.setPlaceholderText("auto")
+        form.addRow("Size:", self.screen_size)
         form.addRow("", _note("auto (three quarters of your screen each way) or a size such as 1600x900: what the "
                               "model sees. It applies the next time Deskhand's desktop opens."))
         root.addStretch(1)
@@ -104,13 +104,13 @@ class DesktopPage(QWidget):
         self.when_present.setChecked(s.background_when_present)
         self.apps.setPlainText(s.background_apps)
         self.shared.setText(s.background_shared)
-        self.size.setText("" if s.background_size == "auto" else s.background_size)
+        self.screen_size.setText("" if s.background_size == "auto" else s.background_size)
 
     def apply(self, s: Settings) -> Settings:
         return s.replace(background=self.default.isChecked(), background_when_present=self.when_present.isChecked(),
                          background_apps=self.apps.toPlainText().strip(),
                          background_shared=self.shared.text().strip(),
-                         background_size=self.size.text().strip() or "auto")
+                         background_size=self.screen_size.text().strip() or "auto")
 
     def problems(self, s: Settings) -> list[str]:
         """What keeps these settings from being saved, in words (what was typed stays as it is)."""
