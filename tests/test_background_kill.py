@@ -15,6 +15,7 @@ import pytest
 
 from app.desktop.accessibility.atspi import display_of
 from app.desktop.display import _x_reachable
+from app.desktop.virtual_display import find_server
 from tests.background_support import InnerTarget, marked, target_command
 from tests.desktop import REPO, missing_tools, pointer_state, pressed_keys, wait_until
 from tests.fake_vllm import FakeVLLM
@@ -58,8 +59,12 @@ def test_a_kill_9_of_the_app_mid_step_in_its_desktop_leaves_nothing_held_and_not
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             inner.wait_event("ready", 120)
-            wait_until(lambda: len(inner.state()["text"]) >= 12 or proc.poll() is not None, 120,
-                       "Deskhand to type inside its desktop", 0.02)
+            try:
+                wait_until(lambda: len(inner.state()["text"]) >= 12 or proc.poll() is not None, 120,
+                           "Deskhand to type inside its desktop", 0.02)
+            except AssertionError:
+                logs = "\n".join(f.read_text(errors="replace")[-3000:] for f in (home / "logs").glob("*.log"))
+                raise AssertionError(f"nothing typed inside; Deskhand's log:\n{logs}") from None
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             mark = json.loads((home / "data" / "desktop" / "desktop.json").read_text())["mark"]
             inside = marked(mark)
@@ -75,5 +80,6 @@ def test_a_kill_9_of_the_app_mid_step_in_its_desktop_leaves_nothing_held_and_not
             inner.close()
     wait_until(lambda: not marked(mark), 30, "the keeper to end Deskhand's desktop and its apps", 0.1)
     assert len(inside) >= 4  # the keeper, Xephyr, jwm and the app were running there
-    assert _x_reachable(nested), f"an X server still answers at {nested}"
+    server = find_server(nested)  # (another X server may have taken the number since, on a busy machine)
+    assert _x_reachable(nested) or server.pid not in inside, f"Deskhand's X server still answers at {nested}"
     assert pressed_keys(desktop.display) == [] and pointer_state(desktop.display) == before

@@ -176,16 +176,15 @@ def test_a_task_in_deskhand_s_desktop_leaves_the_person_s_keyboard_pointer_and_a
         app.start()
         qtbot.waitUntil(app.main.isVisible)
         assert app.main.desktop_switch.on  # the settings' default: the background
+        outer.request("set_text", text="")
+        watch = PointerWatch(desktop.display)
+        person = Person(desktop, outer).start()  # typing and clicking from now on, Deskhand's desktop appearing too
         # the app from the list, started in Deskhand's desktop from the switch's menu (the desktop starts first)
         opener = next(a for a in app.main.desktop_switch.apps.menu().actions() if a.text() == "Open Target")
         opener.trigger()
         inner.wait_event("ready", 90)
         place = app.host.worker.background.place()
         assert place is not None and (place.width, place.height) == INNER
-        outer.request("set_text", text="")
-        outer.request("geometry")
-        watch = PointerWatch(desktop.display)
-        person = Person(desktop, outer).start()
         app.main.set_task("Sign in inside")
         qtbot.keyClick(app.main.task_box, Qt.Key.Key_Return)
 

@@ -28,6 +28,7 @@ from app.domain.settings import Settings
 
 log = logging.getLogger("deskhand.background")
 WINDOW_WAIT_S = 30.0  # an app's first window (a browser's first start takes a while)
+CLOSED = "you closed Deskhand's desktop"  # why a run there stopped when its window was closed
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,10 @@ def decide_where(settings: Settings, asked: bool | None, apps: tuple[AppEntry, .
 class BackgroundDesktop:
     """Deskhand's desktop of this process, its capture handle and lookups (kept between runs)."""
 
-    def __init__(self, data: Path) -> None:
-        """`data`: Deskhand's data folder (the desktop's own folder goes in it)."""
+    def __init__(self, data: Path, on_close: Callable[[str], None] | None = None) -> None:
+        """`data`: Deskhand's data folder (the desktop's own folder goes in it); `on_close(why)`: the person closed
+        the desktop's window (the run there is stopped: its desktop is gone)."""
+        self.on_close = on_close
         from app.desktop.nested.session import HELD_FILE
 
         self.folder, self.held_file = data / "desktop", data / HELD_FILE
@@ -143,6 +146,9 @@ class BackgroundDesktop:
 
             shared = Path(settings.background_shared).expanduser() if settings.background_shared else None
             desktop = NestedDesktop(self.folder, parse_size(settings.background_size), shared=shared)
+            if self.on_close is not None:
+                on_close = self.on_close
+                desktop.on_close = lambda: on_close(CLOSED)
             try:
                 desktop.start()
             except BaseException:

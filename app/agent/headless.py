@@ -242,7 +242,7 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     executor: Executor | None = None
     stops: Any = None
     elements: Any = None
-    background = BackgroundDesktop(paths.data) if cfg.where.background else None
+    background = BackgroundDesktop(paths.data, on_close=token.cancel) if cfg.where.background else None
     outcome, message, answer, steps = "failed", "", "", 0
     try:
         trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,

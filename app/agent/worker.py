@@ -90,7 +90,7 @@ class AgentWorker:
         self.gate = DecisionGate()
         self.pause_flag = PauseFlag()
         # Deskhand's desktop, for runs in the background: started with the first one, kept while the app runs
-        self.background = BackgroundDesktop(paths.data)
+        self.background = BackgroundDesktop(paths.data, on_close=self.stop)
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._thread = threading.Thread(target=self._main, name="deskhand-worker", daemon=True)
         self._lock = threading.Lock()

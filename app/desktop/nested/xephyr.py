@@ -15,10 +15,12 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from app.desktop.nested.frame import Frame
 from app.desktop.nested.keeper import ProcessGroup
 from app.desktop.nested.xserver import start_server, start_wm
 from app.domain.background import TITLE, AppEntry, command_problem, fitting_size
@@ -81,9 +83,10 @@ class NestedDesktop:
         self.display = ""
         self.warnings: list[str] = []
         self.group: ProcessGroup | None = None
+        self.on_close: Callable[[], None] | None = None  # the person closed its window (it is stopped after)
         self._server: subprocess.Popen[bytes] | None = None
-        self._window_id = 0
-        self._tag = ""
+        self._frame: Frame | None = None
+        self._lock = threading.Lock()
 
     def __enter__(self) -> NestedDesktop:
         try:
@@ -108,12 +111,14 @@ class NestedDesktop:
         if self.size is None:
             self.size = fitting_size(outer_screen(self.outer))
         self.group = ProcessGroup(self.folder / NOTE).start()
-        self._tag = f"deskhand-desktop-{self.group.mark}"
+        self._frame = Frame(self.outer, self.size, self.title, "deskhand-desktop", self._closed)
+        parent = self._frame.open()
         w, h = self.size
         env = {k: v for k, v in os.environ.items() if k != "WAYLAND_DISPLAY"}
         env["DISPLAY"] = self.outer
-        argv = ["Xephyr", "-nolisten", "tcp", "-noreset", "-screen", f"{w}x{h}x24", "-title", self.title,
-                "-name", self._tag, "-no-host-grab"]
+        # -parent before -screen: that screen is drawn into Deskhand's window (after it, Xephyr opens its own)
+        argv = ["Xephyr", "-parent", str(parent), "-screen", f"{w}x{h}x24", "-nolisten", "tcp", "-noreset",
+                "-no-host-grab"]
         self._server, self.display = start_server(argv, self.folder / "xephyr.log", self.start_timeout_s, env,
                                                   self.group.spawn)
         log.info("Deskhand's desktop started on %s (%dx%d)", self.display, w, h)
@@ -127,32 +132,28 @@ class NestedDesktop:
         return self._server is not None and self._server.poll() is None
 
     def stop(self) -> None:
-        if self.group is not None:
-            self.group.stop()
-            self.group = None
-        self._server = None
-        self._window_id = 0
+        with self._lock:  # (from the worker, or from the window's listener when the person closes it)
+            if self.group is not None:
+                self.group.stop()
+                self.group = None
+            if self._frame is not None:
+                self._frame.close()
+                self._frame = None
+            self._server = None
+
+    def _closed(self) -> None:
+        if self.on_close is not None:
+            try:
+                self.on_close()
+            except Exception:
+                log.exception("telling the run that Deskhand's desktop was closed failed")
+        self.stop()
 
     # ------------------------------------------------------------------ where it shows
-    def _find_window(self, d: Any) -> int:
-        """The Xephyr window on the person's display (named by the tag only this desktop uses)."""
-        from Xlib.error import XError
-
-        todo = [d.screen().root]
-        while todo:
-            window = todo.pop()
-            try:
-                wm_class = window.get_wm_class()
-                if wm_class is not None and wm_class[0] == self._tag:
-                    return int(window.id)
-                todo.extend(window.query_tree().children)
-            except XError:
-                continue  # gone while we looked
-        return 0
-
     def place(self) -> Place | None:
-        """Where the window is on the person's screen now, or None (not shown: minimised, or not found)."""
-        if not self.running():
+        """Where the window is on the person's screen now, or None (not shown: minimised, or closed)."""
+        frame = self._frame
+        if frame is None or not frame.window_id or not self.running():
             return None
         from Xlib import X
         from Xlib import display as xdisplay
@@ -163,18 +164,13 @@ class NestedDesktop:
         except DisplayError:
             return None
         try:
-            if not self._window_id:
-                self._window_id = self._find_window(d)
-            if not self._window_id:
-                return None
-            window = d.create_resource_object("window", self._window_id)
+            window = d.create_resource_object("window", frame.window_id)
             if window.get_attributes().map_state != X.IsViewable:
                 return None
             geometry = window.get_geometry()
             origin = d.screen().root.translate_coords(window, 0, 0)
             return Place(int(origin.x), int(origin.y), int(geometry.width), int(geometry.height))
         except XError:
-            self._window_id = 0
             return None
         finally:
             d.close()
