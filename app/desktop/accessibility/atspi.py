@@ -60,6 +60,12 @@ class _Window:
         return left <= x < left + w and top <= y < top + h
 
 
+def display_of_name(value: str) -> str:
+    """":7" for ":7.0" or "unix:7"; other names as they are."""
+    host, _, rest = value.partition(":")
+    return f":{rest.split('.')[0]}" if rest and host in ("", "unix") else value
+
+
 def display_of(pid: int) -> str:
     """The X display a process was started on (":7" for DISPLAY=:7.0), "" when it cannot be read."""
     try:
@@ -67,9 +73,7 @@ def display_of(pid: int) -> str:
             env = f.read().split(b"\0")
     except OSError:
         return ""
-    value = next((e[8:].decode(errors="replace") for e in env if e.startswith(b"DISPLAY=")), "")
-    host, _, rest = value.partition(":")
-    return f":{rest.split('.')[0]}" if rest and host in ("", "unix") else value
+    return display_of_name(next((e[8:].decode(errors="replace") for e in env if e.startswith(b"DISPLAY=")), ""))
 
 
 def _distance(box: tuple[int, int, int, int], window: WindowInfo) -> int:
@@ -130,6 +134,15 @@ class AtspiBackend:
         self._own_pid = os.getpid() if own_pid is None else own_pid
         self._pids: dict[str, int] = {}
         self._deadline = 0.0
+
+    def _on_this_display(self, pid: int) -> bool:
+        """The application shows on the display looked up: the one asked for (Deskhand's desktop), else any but
+        one known to be another (an app in Deskhand's desktop, seen from the person's display)."""
+        shown = display_of(pid)
+        if self.display is not None:
+            return shown == self.display
+        own = os.environ.get("DISPLAY", "")
+        return not shown or not own or shown == display_of_name(own)
 
     def use_stacking(self, desktop: DesktopInfo) -> None:
         """X11's window list, top-most first, to tell which of overlapping windows is on top (closed with this)."""
@@ -200,8 +213,8 @@ class AtspiBackend:
                 pid = self._pid(app[0])
                 if pid == self._own_pid:
                     continue  # Deskhand's own windows are never the target
-                if self.display is not None and display_of(pid) != self.display:
-                    continue  # on another display: its screen coordinates are not this display's
+                if not self._on_this_display(pid):
+                    continue  # on another display (Deskhand's desktop, or the person's): other coordinates
                 app_name = str(self._prop(app, "Name"))
                 for ref in self._children(app):
                     states = self._states(ref)
