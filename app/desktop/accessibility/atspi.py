@@ -132,6 +132,7 @@ class AtspiBackend:
         self._stacking = stacking
         self._desktop: DesktopInfo | None = None
         self._own_pid = os.getpid() if own_pid is None else own_pid
+        self._own_display = display_of_name(os.environ.get("DISPLAY", ""))  # the person's, where `display` is None
         self._pids: dict[str, int] = {}
         self._deadline = 0.0
 
@@ -141,8 +142,7 @@ class AtspiBackend:
         shown = display_of(pid)
         if self.display is not None:
             return shown == self.display
-        own = os.environ.get("DISPLAY", "")
-        return not shown or not own or shown == display_of_name(own)
+        return not shown or not self._own_display or shown == self._own_display
 
     def use_stacking(self, desktop: DesktopInfo) -> None:
         """X11's window list, top-most first, to tell which of overlapping windows is on top (closed with this)."""
