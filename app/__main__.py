@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     app.add_argument("--without-focus", action="store_true", dest="app_without_focus",
                      help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
                           "and scheduled runs start Deskhand)")
+    app.add_argument("--background", action="store_true", dest="app_background",
+                     help="run the task in Deskhand's desktop, a window of its own: your mouse and keyboard stay "
+                          "yours (--foreground: on your desktop, whatever Settings say)")
+    app.add_argument("--foreground", action="store_true", dest="app_foreground", help=argparse.SUPPRESS)
+    app.add_argument("--open", action="append", metavar="APP", dest="app_open",
+                     help="start APP in Deskhand's desktop first (a name from Settings → Deskhand's desktop, or a "
+                          "command line); implies --background")
     # prog: each command's usage and errors start `deskhand run`, not with the two-line usage above
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="deskhand")
     register_all(sub)
@@ -49,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 GLOBAL_VALUE_OPTIONS = ("--base-dir",)  # global options that take a value: their value is not a command
+APP_VALUE_OPTIONS = ("--open",)  # the desktop app's options that take a value: their value is not the task
 
 
 def _commands(parser: argparse.ArgumentParser) -> list[str]:
@@ -64,7 +72,7 @@ def first_word(argv: Sequence[str]) -> tuple[int, str | None]:
             skip = False
         elif a == "--":
             return i, None
-        elif a in GLOBAL_VALUE_OPTIONS:
+        elif a in GLOBAL_VALUE_OPTIONS or a in APP_VALUE_OPTIONS:
             skip = True
         elif not a.startswith("-"):
             return i, a
@@ -157,9 +165,14 @@ def _dispatch(args_in: list[str]) -> int:
         unknown[0].error(unknown_option_message(*unknown))
     if any(a in ("-h", "--help", "--version") for a in args_in[:at]) or (word is not None and word in commands):
         args = parser.parse_args(ordered)
-        if args.command and (args.app_dry_run or args.app_desktop_entry):
-            parser.error(f"{'--dry-run' if args.app_dry_run else '--install-desktop-entry'} is an option of the "
-                         f"desktop app, not of `deskhand {args.command}`; give it with no COMMAND.")
+        app_only = [name for name, given in (("--dry-run", args.app_dry_run),
+                                             ("--install-desktop-entry", args.app_desktop_entry),
+                                             ("--without-focus", args.app_without_focus),
+                                             ("--background", args.app_background), ("--open", args.app_open))
+                    if given]
+        if args.command and app_only:
+            parser.error(f"{app_only[0]} is an option of the desktop app, not of `deskhand {args.command}`; give it "
+                         "with no COMMAND.")
         if args.base_dir:
             import os
 

@@ -6,6 +6,7 @@ Reports what it receives as JSON lines on stdout and answers commands read from 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -180,9 +181,19 @@ class TargetWindow(QWidget):
         return {}
 
 
+def _io_from(folder: str) -> None:
+    """TARGET_IO=DIR: commands from the FIFO DIR/in, events and replies to DIR/out (an app started by Deskhand
+    itself, in its desktop, whose stdin and stdout are not the test's). The FIFO is held open for writing too, so
+    it never ends: the app ends with Deskhand's desktop."""
+    sys.stdin = os.fdopen(os.open(os.path.join(folder, "in"), os.O_RDWR), "r")
+    sys.stdout = open(os.path.join(folder, "out"), "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+
+
 def run(at: str, title: str) -> int:
     """`at` is where the window goes ("X,Y"), or "full": full screen, where a Wayland client knows its place, or
     "max": maximised (the whole work area, in the WM's normal layer: Deskhand's windows stay above it)."""
+    if os.environ.get("TARGET_IO"):
+        _io_from(os.environ["TARGET_IO"])
     app = QApplication(sys.argv[:1])
     win = TargetWindow(title)
     win.keys = HeldKeys()

@@ -59,6 +59,7 @@ SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "desktop.wayland": {"desktop.accessibility"},
     "desktop.accessibility": {"desktop.wayland"},
     "desktop.attention": {"desktop.wayland", "desktop.accessibility"},
+    "desktop.nested": {"desktop.wayland", "desktop.attention"},
     "tasks.": {"tasks.suite", "tasks.schedule"},  # saved tasks themselves know neither the suite nor the schedules
     "tasks.suite": {"tasks.schedule"},
     "tasks.schedule": {"tasks.suite"},

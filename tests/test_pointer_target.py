@@ -19,7 +19,7 @@ from app.desktop.accessibility import BoundedLookup, open_lookup
 from app.desktop.accessibility.atspi import AtspiBackend
 from app.desktop.windows import WindowInfo, X11Desktop
 from tests.accessibility_desktop import AccessibleDesktop, QtControls, accessible_desktop, element_named
-from tests.desktop import REPO, XServer, wait_until
+from tests.desktop import REPO, XServer, using_display, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -125,13 +125,12 @@ def second_display(a11y, tmp_path) -> Iterator[XServer]:
 
 
 def lookup_on(display: str) -> BoundedLookup:
-    """Lookups as a Deskhand on `display` makes them: the session's bus, that display's window list."""
-    def backend() -> AtspiBackend:
+    """Lookups as a Deskhand on `display` makes them: the session's bus, that display's window list, that display
+    as its own (DISPLAY when the backend starts)."""
+    with using_display(display):
         b = AtspiBackend()
-        b.use_stacking(X11Desktop(display))
-        return b
-
-    return BoundedLookup(backend)
+    b.use_stacking(X11Desktop(display))
+    return BoundedLookup(lambda: b)
 
 
 def test_a_window_of_another_display_on_the_same_session_bus_is_never_under_this_one_s_pointer(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.background import FOREGROUND, BackgroundDesktop, Where
 from app.agent.history_recovery import open_recorder
 from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import run_task, stopped_message
@@ -39,6 +40,7 @@ from app.desktop.executor import Executor
 from app.desktop.held_input import HELD_FILE
 from app.domain import events as ev
 from app.domain.actions import AskUser
+from app.domain.background import desktop_record
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, EngineUnavailable
 from app.domain.paths import Paths
@@ -63,6 +65,7 @@ class HeadlessConfig:
     person: Any = None  # a PersonWait: someone who may come (a scheduled run); None: no one is expected
     scheduled: dict[str, Any] | None = None  # recorded with the run: when it was due, when it started
     note: str = ""  # put before the run's message in History ("Scheduled run (every day at 09:30). ")
+    where: Where = FOREGROUND  # the person's desktop, or Deskhand's (app.agent.background), for this run only
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ def _open_history(task: str, settings: Settings, cfg: HeadlessConfig, paths: Pat
     if recorder is None:
         return None, 0
     meta = {**settings.changed(), "headless": {"auto_approve": cfg.approve, "display": cfg.display},
+            **({"desktop": desktop_record()} if cfg.where.background else {}),
             **({"scheduled": cfg.scheduled} if cfg.scheduled else {})}
     try:
         if n := recorder.mark_interrupted(lambda other: owner_alive(paths.data, other)):
@@ -238,9 +242,11 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
     executor: Executor | None = None
     stops: Any = None
     elements: Any = None
+    background = BackgroundDesktop(paths.data, on_close=token.cancel) if cfg.where.background else None
     outcome, message, answer, steps = "failed", "", "", 0
     try:
         trajectory = Trajectory(folder, {"task": task, "run_id": run_id, "display": cfg.display,
+                                         **({"desktop": "background"} if background is not None else {}),
                                          "auto_approve": cfg.approve, "host": platform.node(),
                                          "database": str(paths.database)}, private=settings.private_mode,
                                 problem=lambda text: echo(f"warning: {text}"))
@@ -252,12 +258,23 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         base = run_config(settings)
         rc = replace(base, step_limit=cfg.max_steps, step_limit_hint=cfg.step_limit_hint or base.step_limit_hint,
                      policy=replace(base.policy, auto_approve=True))
-        capturer = Capturer(rc.capture)
-        if executor_factory is not None:
-            executor = executor_factory(token, capturer)
+        if background is not None:  # Deskhand's desktop for this run: a take-over there stops it (no window here)
+            background.ensure(settings, echo)
+            background.start_apps(cfg.where.apps, token, echo)
+            capturer = background.capturer(rc.capture)
+            if executor_factory is not None:
+                executor = executor_factory(token, capturer)
+            else:
+                executor, stops = background.executor(token, capturer, settings,
+                                                      lambda why: token.cancel(f"stopped: {why}"))
+            elements = background.elements()
         else:
-            executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
-        elements = elements_factory()
+            capturer = Capturer(rc.capture)
+            if executor_factory is not None:
+                executor = executor_factory(token, capturer)
+            else:
+                executor, stops = _executor(cfg, settings, token, capturer, paths.data / HELD_FILE)
+            elements = elements_factory()
         screen = capturer if cfg.person is None else _ScreenWhenUnlocked(capturer, decider)
         finished = run_task(run_id, task, rc, RecordingEngine(engine, trajectory), screen, executor, recorder,
                             decider, gate, token, elements=elements)
@@ -272,7 +289,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         log.exception("headless run %s failed", run_id)
         outcome, message = "failed", f"Deskhand hit an internal error ({type(exc).__name__}: {exc})."
     finally:
-        for closer in (stops, executor, capturer, engine, elements):
+        own = (capturer, elements) if background is None else (background,)  # (it closes its capture and lookups)
+        for closer in (stops, executor, *own, engine):
             stop = getattr(closer, "stop", None) or getattr(closer, "close", None)
             if stop is not None:
                 with contextlib.suppress(Exception):

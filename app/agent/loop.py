@@ -152,6 +152,8 @@ class Run:
         self.pause.clear()
         if decision.kind == "stop" or self.token.cancelled:
             return False
+        if self.on_user_input_resume is not None:  # what the person did before they resumed counts no more
+            self.on_user_input_resume()
         self.publish(ev.RunResumed(self.run_id))
         return True
 
@@ -174,7 +176,7 @@ class Run:
             check_task_length(self.task)  # before any model call: the run ends saying why, its task recorded
             while step <= self.cfg.step_limit:
                 self.token.check()
-                if self.pause.is_set() and not self.wait_paused("Paused by you."):
+                if self.pause.is_set() and not self.wait_paused(pause_reason(self.pause) or "Paused by you."):
                     return self.finish("stopped", "", "Stopped while paused.", step - 1)
                 outcome = self.one_step(_Step(step, self.screen.grab(self.cfg.monitor), feedback))
                 if isinstance(outcome, ev.RunFinished):
@@ -255,7 +257,9 @@ class Run:
             verdict = Verdict("ask", f"Risky: {p.risk}. Risky actions are always asked about.", risky=True)
         self.keep_secret(st.n, action, window, element=found)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
-            verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)
+            why = pause_reason(self.pause)
+            verdict = Verdict("ask", f"{why[:1].upper()}{why[1:]} This step waits for you." if why else
+                              "You paused the run: this step waits for you.", verdict.risky)
         if not (verdict.kind == "auto" and isinstance(action, Answer)):  # that one ends the run
             self.start_prefetch(PastStep(obs, p.raw))
         self.proposed.append(action)
@@ -441,6 +445,11 @@ class Run:
         self.record(replace(final, executed=outcome.as_json()))
         self.screen.settle(self.cfg.monitor, self.token)
         return f"Done{' (as corrected by the user)' if edited else ''}: {outcome.description}."
+
+
+def pause_reason(pause: threading.Event) -> str:
+    """Why the run was asked to pause ("": the person's Pause; see app.domain.cancel.PauseFlag)."""
+    return str(getattr(pause, "reason", "") or "")
 
 
 def stopped_message(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.background import FOREGROUND, BackgroundDesktop, Where
 from app.agent.history_recovery import open_recorder
 from app.agent.live_runs import DisplayClaim, LiveProcess, owner_alive
 from app.agent.loop import RunConfig, run_task, stopped_message
@@ -28,7 +29,8 @@ from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.executor import DryRunExecutor, Executor
 from app.desktop.held_input import HELD_FILE, release_left_over
 from app.domain import events as ev
-from app.domain.cancel import CancelToken
+from app.domain.background import AppEntry, desktop_record
+from app.domain.cancel import CancelToken, PauseFlag
 from app.domain.errors import Cancelled, CaptureError, DeskhandError, ModelBusy
 from app.domain.paths import Paths
 from app.domain.proposal import EngineInfo, Observation
@@ -86,7 +88,9 @@ class AgentWorker:
         self._elements: Any = None  # the accessibility lookups, opened with the first run and kept
         self.hide, self.dry_run, self.executor_factory = hide, dry_run, executor_factory
         self.gate = DecisionGate()
-        self.pause_flag = threading.Event()
+        self.pause_flag = PauseFlag()
+        # Deskhand's desktop, for runs in the background: started with the first one, kept while the app runs
+        self.background = BackgroundDesktop(paths.data, on_close=self.stop)
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._thread = threading.Thread(target=self._main, name="deskhand-worker", daemon=True)
         self._lock = threading.Lock()
@@ -109,17 +113,18 @@ class AgentWorker:
         with self._lock:
             return self._current is not None
 
-    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> bool:
+    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None,
+                   where: Where | None = None) -> bool:
         """Queue a run; False when one is already running. `wrap_model`: makes this run's engine around the model,
         which it asks for only when it needs it, and leaves open (the worker keeps it for the next run): a saved
         task done again (app.tasks.replay replays its steps where their targets are on the screen and asks the
-        model for the others)."""
+        model for the others). `where`: the person's desktop or Deskhand's (default: the settings' choice)."""
         with self._lock:
             if self._current is not None or not task.strip():
                 return False
             self._current = _Current(0, CancelToken())
         self.pause_flag.clear()
-        self._queue.put(("run", (task.strip(), settings, wrap_model)))
+        self._queue.put(("run", (task.strip(), settings, wrap_model, where or Where(settings.background))))
         return True
 
     @property
@@ -165,6 +170,18 @@ class AgentWorker:
             return proposal_answer(prop, shot.image.size, int(scale))
 
         return self.with_model(settings, token, job)
+
+    def open_in_desktop(self, settings: Settings, apps: tuple[AppEntry, ...]) -> None:
+        """Start `apps` in Deskhand's desktop: at once when it runs, else on the worker's thread once it has
+        started it (after the run going on, if one is). What fails is said as a Notice."""
+        if self.background.display:
+            for app in apps:
+                try:
+                    self.background.open_app(app)
+                except DeskhandError as exc:
+                    self.sink(ev.Notice(0, str(exc)))
+            return
+        self._queue.put(("desktop", (settings, apps)))
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.gate.resolve(step, decision)
@@ -228,10 +245,12 @@ class AgentWorker:
                 self._run(*arg)
             elif cmd == "lend":
                 self._lend(*arg)
+            elif cmd == "desktop":
+                self._open_desktop(*arg)
         self._release()
 
     def _release(self) -> None:
-        for closer in (self._engine, self._capturer, self._recorder, self._live, self._elements):
+        for closer in (self._engine, self._capturer, self._recorder, self._live, self._elements, self.background):
             if closer is not None:
                 with contextlib.suppress(Exception):
                     if said := closer.close():  # the recorder: rows kept aside for the next start, or lost
@@ -281,7 +300,8 @@ class AgentWorker:
                 self.sink(ev.Notice(run_id, warning))
         return engine
 
-    def _run(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> None:
+    def _run(self, task: str, settings: Settings, wrap_model: WrapModel | None = None,
+             where: Where = FOREGROUND) -> None:
         with self._lock:
             assert self._current is not None
             token = self._current.token
@@ -291,27 +311,32 @@ class AgentWorker:
         claim: DisplayClaim | None = None
         try:
             if self._recorder is not None:
-                run_id = self._start_record(task, settings)
+                run_id = self._start_record(task, settings, where)
             with self._lock:
                 self._current = _Current(run_id, token)
-            log.info("run %s started (task of %d characters)", run_id, len(task))  # never the task itself
-            self.sink(ev.RunStarted(run_id, task))
-            if not self.dry_run:  # (a dry run acts on nothing) another run acting on this display: "busy"
-                claim = DisplayClaim("", "the Deskhand app")
+            log.info("run %s started (task of %d characters)%s", run_id, len(task),  # never the task itself
+                     " in Deskhand's desktop" if where.background else "")
+            self.sink(ev.RunStarted(run_id, task, where.background))
+            if not self.dry_run and not where.background:  # (a dry run acts on nothing; Deskhand's desktop is its
+                claim = DisplayClaim("", "the Deskhand app")  # own) another run acting on this display: "busy"
             engine: Engine = self._ensure_engine(settings, run_id, token) if wrap_model is None else \
                 self._wrapped(wrap_model, settings, run_id)
             cfg = run_config(settings)
-            capturer = self._screen(cfg, run_id)
-            executor, guard = self._executor(token, capturer, settings)
-            if self._elements is None:
-                self._elements = self.elements_factory()
+            if where.background:
+                capturer, executor, guard, elements = self._in_background(where, settings, cfg, run_id, token)
+            else:
+                capturer = self._screen(cfg, run_id)
+                executor, guard = self._executor(token, capturer, settings)
+                if self._elements is None:
+                    self._elements = self.elements_factory()
+                elements = self._elements
             run_task(run_id, task, cfg, engine, capturer, executor, self._recorder, self._emit, self.gate, token,
-                     self.pause_flag, getattr(guard, "resume", None), self._elements)
+                     self.pause_flag, getattr(guard, "resume", None), elements)
         except Cancelled as exc:
             self._fail(run_id, "stopped", stopped_message(exc))
         except DeskhandError as exc:
             if isinstance(exc, CaptureError):  # e.g. screen sharing was stopped: the next run opens a new one
-                self._drop_capturer()
+                self.background.drop_capture() if where.background else self._drop_capturer()
             self._fail(run_id, "failed", str(exc))
         except Exception as exc:  # a bug: say so, keep the worker alive for the next run
             log.exception("run %s failed", run_id)
@@ -336,19 +361,51 @@ class AgentWorker:
         self._capturer.config = cfg.capture
         return self._capturer
 
+    def _in_background(self, where: Where, settings: Settings, cfg: RunConfig, run_id: int, token: CancelToken
+                       ) -> tuple[Capturer, Executor, Any, Any]:
+        """The run's capture, executor, stops and lookups in Deskhand's desktop (started now if need be), the
+        apps it asks for started there first."""
+        def say(text: str) -> None:
+            self.sink(ev.Notice(run_id, text))
+
+        self.background.ensure(settings, say)
+        self.background.start_apps(where.apps, token, say)
+        capturer = self.background.capturer(cfg.capture)
+        if self.executor_factory is not None:
+            executor, guard = self.executor_factory(token, capturer, settings)
+        elif self.dry_run:
+            executor, guard = DryRunExecutor(), None
+        else:
+            executor, guard = self.background.executor(token, capturer, settings, self.pause_flag.request)
+        return capturer, executor, guard, self.background.elements()
+
+    def _open_desktop(self, settings: Settings, apps: tuple[AppEntry, ...]) -> None:
+        def say(text: str) -> None:
+            self.sink(ev.Notice(0, text))
+
+        try:
+            self.background.ensure(settings, say)
+            self.background.start_apps(apps, CancelToken(), say)
+        except DeskhandError as exc:
+            say(str(exc))
+        except Exception as exc:  # a bug: said, and the worker goes on
+            log.exception("opening Deskhand's desktop failed")
+            say(f"Deskhand's desktop could not be opened ({type(exc).__name__}: {exc}).")
+
     def _drop_capturer(self) -> None:
         if self._capturer is not None:
             with contextlib.suppress(Exception):
                 self._capturer.close()
             self._capturer = None
 
-    def _start_record(self, task: str, settings: Settings) -> int:
+    def _start_record(self, task: str, settings: Settings, where: Where = FOREGROUND) -> int:
         """The run's id in the history; 0 (the run goes on unrecorded) when the database refuses it."""
         assert self._recorder is not None
+        meta = {**settings.changed(), **({"desktop": desktop_record()} if where.background else {})}
         try:
             if settings.retention_days:
                 self._recorder.apply_retention(settings.retention_days)
-            return self._recorder.start_run(task, settings.text_model, settings.changed(), settings.private_mode)
+            return self._recorder.start_run(task, settings.text_model, meta, settings.private_mode)
         except DeskhandError as exc:
             self.sink(ev.Notice(0, f"This run is not recorded: {exc}"))
             return 0

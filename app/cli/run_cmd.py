@@ -60,7 +60,21 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    "Settings, 40)")
     p.add_argument("--out", metavar="DIR", help="where the run's trajectory folder goes (default: <data>/trajectories)")
     p.add_argument("--display", metavar=":N", help="the X display to act on (default: $DISPLAY)")
+    add_where_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+
+
+def add_where_arguments(p: argparse.ArgumentParser) -> None:
+    """--background / --foreground / --open: where a run works (app.agent.background.decide_where)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--background", action="store_true", default=None,
+                       help="work in Deskhand's desktop, a window of its own on the display: the person's mouse, "
+                            "keyboard and windows are left alone (--auto-approve all is allowed there)")
+    where.add_argument("--foreground", action="store_false", dest="background", default=None,
+                       help="work on the display itself, whatever Settings or the saved task say")
+    p.add_argument("--open", action="append", default=[], metavar="APP",
+                   help="start APP in Deskhand's desktop first: a name from Settings → Deskhand's desktop, or a "
+                        "command line (no shell); implies --background; may be repeated")
 
 
 def _say(text: str) -> None:
@@ -68,8 +82,9 @@ def _say(text: str) -> None:
         print(f"deskhand: {terminal_safe(text)}", file=sys.stderr, flush=True)  # model text in it
 
 
-def _display(args: argparse.Namespace) -> tuple[str, bool]:
-    """Point this process at the display; whether it is virtual (no person can be using it)."""
+def _display(args: argparse.Namespace, background: bool = False) -> tuple[str, bool]:
+    """Point this process at the display; whether it is virtual (no person can be using it). In the background
+    the run acts in Deskhand's own desktop (a virtual display) and never on this one."""
     from app.desktop.display import check_display
     from app.desktop.virtual_display import find_server
 
@@ -80,7 +95,7 @@ def _display(args: argparse.Namespace) -> tuple[str, bool]:
     if not status.usable:
         raise status.error()
     server = find_server(display)
-    if args.auto_approve == "all" and not server.virtual:
+    if args.auto_approve == "all" and not server.virtual and not background:
         why = server.describe() if server.program else f"Deskhand cannot tell that {display or 'the display'} " \
                                                          "is a virtual one"
         if not args.allow_real_display:
@@ -103,11 +118,19 @@ def _display_problem(args: argparse.Namespace) -> str:
     return "" if status.usable else str(status.error())
 
 
+def _where(args: argparse.Namespace, settings: Any, recorded: bool | None, for_others: bool) -> Any:
+    from app.agent.background import decide_where, resolve_apps
+
+    apps = resolve_apps(settings, args.open) if args.open else ()
+    return decide_where(settings, args.background, apps, recorded=recorded, for_others=for_others, say=_say)
+
+
 def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any],
-            after: Callable[[], None] | None = None, scheduled: Any = None) -> int:
+            after: Callable[[], None] | None = None, scheduled: Any = None, recorded: bool | None = None) -> int:
     """Run `task` headless with the engine `engine_for(settings)` gives (`deskhand task run` gives its replay);
     `after` says more once the run ended; `scheduled` (a ScheduledRun: `task run --scheduled`) waits for the
-    display and for a person where one is needed, and records in History a run that could not start."""
+    display and for a person where one is needed, and records in History a run that could not start;
+    `recorded`: True for a saved task recorded in Deskhand's desktop (it works there again)."""
     from app.agent.headless import HeadlessConfig, run_headless
     from app.domain.paths import default_paths
 
@@ -118,12 +141,16 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
             scheduled.not_started(task, f"there was no usable display: {problem}", needs_person=True)
             _say(problem)
             return EXIT_NEEDS_PERSON
-        display, virtual = _display(args)
+        if args.display:
+            os.environ["DISPLAY"] = args.display  # before pynput, mss and Deskhand's desktop connect
         settings = _settings(args)
         paths = default_paths().ensure()  # a read-only data folder, a file where a folder belongs: said here
+        where = _where(args, settings, recorded, scheduled is not None)
+        display, virtual = _display(args, where.background)
         engine = engine_for(settings)
-        claim = DisplayClaim(display, "`deskhand task run`" if getattr(args, "command", "") == "task"
-                             else "`deskhand run`")  # another run acting on this display: "busy"
+        # another run acting on this display: "busy" (Deskhand's desktop is this run's own)
+        claim = None if where.background else DisplayClaim(
+            display, "`deskhand task run`" if getattr(args, "command", "") == "task" else "`deskhand run`")
     except DeskhandError as exc:
         if engine is not None:
             with contextlib.suppress(Exception):
@@ -137,13 +164,14 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
         hint = "" if args.max_steps is None else "Give a higher --max-steps if the task needs more."
         cfg = HeadlessConfig(approve=args.auto_approve, max_steps=steps, step_limit_hint=hint,
                              trajectories=Path(args.out) if args.out else None, person_may_be_present=not virtual,
-                             display=display)
+                             display=display, where=where)
         if scheduled is not None:
             cfg = scheduled.config(cfg)
         try:
             result = run_headless(task, settings, engine, paths, cfg, token, _say)
         finally:
-            claim.close()
+            if claim is not None:
+                claim.close()
     if signals.exit_status is not None:
         status = signals.exit_status
     elif result.needs_person:
@@ -160,7 +188,8 @@ def execute(args: argparse.Namespace, task: str, engine_for: Callable[[Any], Any
         print(json_text({"run_id": result.run_id, "outcome": result.outcome, "message": result.message,
                           "answer": result.answer, "steps": result.steps, "needs_person": result.needs_person,
                           "trajectory": str(result.trajectory) if result.trajectory else None,
-                          "display": display, "exit_status": status}))
+                          "display": display, "desktop": "background" if where.background else "display",
+                          "exit_status": status}))
     elif result.outcome == "answered":
         print(terminal_safe(result.answer))
     return status

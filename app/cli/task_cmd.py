@@ -31,7 +31,7 @@ def _minutes(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from app.cli.run_cmd import add_run_arguments
+    from app.cli.run_cmd import add_run_arguments, add_where_arguments
 
     p = sub.add_parser("task", help="saved tasks: save a run that worked, then run it again",
                        description="Save a finished run as a task (its steps, each with a picture of its target) "
@@ -99,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sched.add_argument("--wait-for-person", type=_minutes, default=None, metavar="MINUTES",
                        help=f"how long a run that needs you waits before it ends, recorded in History (default "
                             f"{WAIT_DEFAULT}; 0: it ends at once)")
+    add_where_arguments(sched)  # (without either, a run while you are at the desk works in Deskhand's desktop)
     sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
     delete.add_argument("name", help="the saved task's name")
@@ -297,7 +298,8 @@ def run_task(args: argparse.Namespace) -> int:
     if scheduled == NOT_DUE:
         return 0
     try:
-        status = execute(args, task_text, engine_for, after, scheduled)
+        recorded = True if saved.extra.get("desktop") == "background" else None  # it works there again
+        status = execute(args, task_text, engine_for, after, scheduled, recorded)
     finally:
         if scheduled is not None:
             scheduled.close()
@@ -435,6 +437,8 @@ def schedule_task(args: argparse.Namespace) -> int:
         when = ts.when_of(args.at, args.daily)
         ts.check_future(when, dt.datetime.now())
         extra = [a for pair in args.var for a in ("--var", pair)] + ["--auto-approve", args.auto_approve]
+        extra += [] if args.background is None else ["--background" if args.background else "--foreground"]
+        extra += [a for app in args.open for a in ("--open", app)]
         wait = WAIT_DEFAULT if args.wait_for_person is None else args.wait_for_person
         argv, env = ts.run_arguments(task.name, when, extra, wait), ts.session_environment()
         ts.check_values(argv, env)

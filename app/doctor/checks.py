@@ -267,13 +267,15 @@ def _safe(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
 def run_doctor(paths: Paths, overrides: dict[str, Any] | None = None) -> Report:
     """`overrides`: settings to check instead of the saved ones (`doctor --engine URL`)."""
     from app.doctor.accessibility import check_accessibility
+    from app.doctor.background import check_background
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
     steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [
         ("Python", check_python), ("Packages", check_packages), ("GPU", lambda: check_gpu_and_llama(gpu)),
         ("Display server", check_display_and_capture), ("Permissions", check_platform_permissions),
-        ("Accessibility lookups", check_accessibility), ("Keyring", check_keyring),
+        ("Accessibility lookups", check_accessibility), ("Working in the background", check_background),
+        ("Keyring", check_keyring),
         ("Folders", lambda: check_folders(paths)),
         ("History", lambda: check_history(paths)), ("Model files", lambda: check_model(paths, gpu, overrides))]
     return Report(tuple(c for name, fn in steps for c in _safe(name, fn)))

@@ -57,3 +57,20 @@ class AnyOf(CancelToken):
             self._event.wait(min(0.05, end))
             end -= 0.05
         return self.cancelled
+
+
+class PauseFlag(threading.Event):
+    """A run's pause request, with why: "" for the person's Pause button (the loop says "Paused by you."), or
+    what happened (the person took over Deskhand's desktop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = ""
+
+    def request(self, reason: str = "") -> None:
+        self.reason = reason
+        self.set()
+
+    def clear(self) -> None:
+        self.reason = ""
+        super().clear()

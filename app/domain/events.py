@@ -22,6 +22,7 @@ class Event:
 @dataclass(frozen=True)
 class RunStarted(Event):
     task: str
+    background: bool = False  # in Deskhand's desktop (a window of its own), not on the person's
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from app.domain.background import parse_size
 from app.domain.errors import SettingsError
 from app.domain.hotkey_spec import hotkey_problem
 
@@ -62,6 +63,12 @@ class Settings:
     settle_timeout_s: float = 3.0  # longest wait for the screen to stop changing after an action
     settle_quiet_frames: int = 2  # consecutive still frames that count as settled
     settle_threshold: float = 0.0002  # changed fraction of the screen below which a frame counts as still
+    # Deskhand's desktop: working in the background (app.domain.background, app.desktop.nested)
+    background: bool = False  # tasks run in Deskhand's desktop unless a task says otherwise
+    background_when_present: bool = True  # scheduled runs and other programs' tasks go there while you are here
+    background_apps: str = ""  # the apps it may start there, one a line: "Name = command line"
+    background_shared: str = ""  # a folder shared with the apps there ({shared}, and their working folder)
+    background_size: str = "auto"  # "auto" (three quarters of your screen each way) or e.g. "1600x900"
     # data
     retention_days: int = 30  # 0 keeps every run
     private_mode: bool = False  # store no screenshots
@@ -124,6 +131,10 @@ def validate(s: Settings) -> list[str]:
         problems.append("settle timeout cannot be negative, and at least one still frame is needed")
     if s.retention_days < 0:
         problems.append("retention cannot be negative")
+    try:
+        parse_size(s.background_size)
+    except ValueError as exc:
+        problems.append(f"the size of Deskhand's desktop: {exc}")
     problems += hotkey_problems(s)
     return problems
 

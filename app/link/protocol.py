@@ -13,7 +13,9 @@ that answers a bare "ok" predates the link. Requests:
   asked, the app asks in its window first; the answer comes once they chose ("answer": "allow" | "deny" |
   "later"), already written to the consent store (the server reads its decision from there, never from this
   line). Closing the connection withdraws the question.
-- {"cmd": "run", "host", "task", "max_steps", "auto_approve": "safe" | "off"}: the task runs in the app's window.
+- {"cmd": "run", "host", "task", "max_steps", "auto_approve": "safe" | "off", "background": true | false (optional:
+  Deskhand's desktop or the person's; without it, Deskhand's while the person is at the desk)}: the task runs in
+  the app's window.
   After "ok", the run's events follow, one a line ({"event": "started" | "proposed" | "decided" | "executed" |
   "unusable" | "paused" | "resumed" | "finished", ...}); "finished" is the last, then the app closes the
   connection. The client may send {"cmd": "cancel"} at any time, with what stopped it as "why" (a signal ended
@@ -106,6 +108,8 @@ def check_request(msg: dict[str, Any]) -> str:
         steps = msg.get("max_steps")
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
             return "max_steps must be a whole number from 1"
+        if msg.get("background") not in (None, True, False):
+            return "background must be true or false"
     if msg["cmd"] in ("run", "propose", "decide") and (not isinstance(msg.get("task"), str)
                                                         or not msg["task"].strip()):
         return f"a {msg['cmd']} request needs a task"

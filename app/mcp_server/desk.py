@@ -161,6 +161,7 @@ class CurrentRun:
     error: BaseException | None = None
     finished: threading.Event = field(default_factory=threading.Event)
     in_app: Any = None  # the AppRun when the task runs in the Deskhand app
+    background: bool | None = None  # the host asked for Deskhand's desktop (True) or the person's (False)
 
     def cancel(self, why: str) -> None:
         """Stop it now: in the app (which releases what it holds and ends the run) or here."""
@@ -224,7 +225,7 @@ class Desk:
         if not engine_configured(load_settings(self.paths)):
             make_engine(load_settings(self.paths))  # raises the error that says what to do
         ensure_app(self.paths, run.token)
-        run.in_app = AppRun(host, run.task, max_steps, approve)
+        run.in_app = AppRun(host, run.task, max_steps, approve, run.background)
         if run.token.cancelled:  # the host cancelled while the app started
             run.in_app.cancel(run.token.reason)
         in_app = run.in_app
@@ -252,6 +253,7 @@ class Desk:
 
     def _start_headless(self, run: CurrentRun, max_steps: int | None, approve: str,
                         report: Callable[[Progress], None]) -> None:
+        from app.agent.background import decide_where
         from app.agent.headless import HeadlessConfig, run_headless
         from app.desktop.virtual_display import find_server
 
@@ -268,7 +270,8 @@ class Desk:
         cfg = HeadlessConfig(approve="safe", max_steps=max_steps or settings.step_limit,
                              step_limit_hint="Call run_task with a higher max_steps if the task needs more."
                              if max_steps else "",
-                             person_may_be_present=not find_server(display).virtual, display=display)
+                             person_may_be_present=not find_server(display).virtual, display=display,
+                             where=decide_where(settings, run.background, for_others=True))
         secrets: set[str] = set()
 
         def observe(e: ev.Event) -> None:

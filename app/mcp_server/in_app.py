@@ -100,8 +100,11 @@ class ConsentQuestion:
 class AppRun:
     """A task running in the app: its events as they come, a cancel that stops it there at once."""
 
-    def __init__(self, host: str, task: str, max_steps: int | None, approve: str) -> None:
-        self.conn, _ = client.open_request("run", host=host, task=task, max_steps=max_steps, auto_approve=approve)
+    def __init__(self, host: str, task: str, max_steps: int | None, approve: str,
+                 background: bool | None = None) -> None:
+        where: dict[str, Any] = {} if background is None else {"background": background}
+        self.conn, _ = client.open_request("run", host=host, task=task, max_steps=max_steps, auto_approve=approve,
+                                           **where)
 
     def events(self) -> Iterator[dict[str, Any]]:
         while True:

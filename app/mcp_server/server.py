@@ -174,6 +174,7 @@ class DeskhandServer:
                 anyio.from_thread.run_sync(send.send_nowait, p, token=loop)
 
         run, host = self.desk.claim(args["task"]), host_of(ctx)
+        run.background = args.get("background")  # (None: Deskhand's default for another program's task)
         try:  # (starting the app may take a while: a cancel meanwhile reaches the run as soon as it exists)
             await anyio.to_thread.run_sync(self.desk.start, run, args.get("max_steps"),
                                            args.get("auto_approve", "safe"), report, host,

@@ -40,6 +40,11 @@ TOOLS: tuple[types.Tool, ...] = (
             "auto_approve": {"type": "string", "enum": list(APPROVE_CHOICES), "default": "safe",
                              "description": "safe: steps the policy finds harmless run without asking, risky "
                                             "ones need the person's click; off: the person approves every step."},
+            "background": {"type": "boolean",
+                           "description": "true: work in Deskhand's desktop, a window of its own, leaving the "
+                                          "person's mouse, keyboard and windows alone; false: on the person's "
+                                          "desktop (default: in the background while the person is at the desk, "
+                                          "unless their settings say otherwise)."},
         }, ("task",))),
     types.Tool(
         name=SCREENSHOT, title="Screenshot",

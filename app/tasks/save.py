@@ -5,6 +5,7 @@ a password field (redacted in the record) becomes a secret variable, asked for w
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from PIL import Image
 from app.agent.recorder import connect, run_steps
 from app.agent.run_memory import REDACTED
 from app.domain.actions import MODEL_SCALE
+from app.domain.background import BACKGROUND, desktop_words
 from app.domain.errors import DeskhandError
 from app.tasks.saved_task import VARIABLE_RE, SavedStep, SavedTask, SuccessCheck, Variable, check_name, escape
 
@@ -138,7 +140,19 @@ def save_run(db: Path, runs_dir: Path, run_id: int, name: str, values: dict[str,
                                                                      for s in steps):
             raise DeskhandError(f"“{v.default}” ({v.name}) is neither in the task nor in any typed text of run "
                                 f"{run_id}.", "Name text the run really typed.")
-    return SavedTask(name, task_text, tuple(steps), tuple(variables), answer, run_id, time.time(), run["model"])
+    return SavedTask(name, task_text, tuple(steps), tuple(variables), answer, run_id, time.time(), run["model"],
+                     _where_recorded(run["settings"]))
+
+
+def _where_recorded(settings: str | None) -> dict[str, Any]:
+    """{"desktop": "background"} for a run that worked in Deskhand's desktop: its steps' pictures are of that
+    desktop, so the task is done there again (kept in the file's "extra", which older Deskhands keep as it is)."""
+    try:
+        meta = json.loads(settings or "{}")
+    except ValueError:
+        return {}
+    return {"desktop": "background"} if isinstance(meta, dict) and desktop_words(meta.get("desktop")) == BACKGROUND \
+        else {}
 
 
 def last_screenshot(db: Path, runs_dir: Path, run_id: int) -> tuple[Image.Image, int]:

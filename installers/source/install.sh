@@ -50,6 +50,9 @@ if [ "${XDG_SESSION_TYPE:-}" = wayland ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
     *KDE*) need_pkgs="$need_pkgs xdg-desktop-portal-kde" ;;
   esac
 fi
+# Deskhand's desktop, where tasks run in the background: a nested X server shown as a window, and a small window
+# manager inside it (about 2 MB together; without jwm it still works, its windows without title bars)
+need_pkgs="$need_pkgs xserver-xephyr jwm"
 if [ "$MODE" = test ]; then
   # A private X server, a window manager and tray host, xrandr and xdotool for the desktop tests; the
   # accessibility bus (at-spi2-core) and GTK dialogs (zenity) for the accessibility tests;

@@ -8,6 +8,7 @@ accessibility service a lookup answers None and Deskhand works on pixels alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 
@@ -17,8 +18,9 @@ from app.desktop.accessibility.bounded import BoundedLookup
 OFF_ENV = "DESKHAND_ACCESSIBILITY"  # "off": pixels alone (a tree that misleads, or a slow desktop)
 
 
-def platform_backend() -> AccessibilityBackend:
-    """The backend for this platform; AccessibilityUnavailable says why there is none."""
+def platform_backend(display: str | None = None) -> AccessibilityBackend:
+    """The backend for this platform; AccessibilityUnavailable says why there is none. `display`: only the
+    applications on that X display (Deskhand's desktop), with its window stacking."""
     if os.environ.get(OFF_ENV, "").lower() in ("off", "0", "no", "false"):
         raise AccessibilityUnavailable(f"Accessibility lookups are turned off ({OFF_ENV}=off).",
                                        f"Unset {OFF_ENV} to turn them on.")
@@ -34,16 +36,18 @@ def platform_backend() -> AccessibilityBackend:
     from app.desktop.windows import X11Desktop
 
     wayland = bool(os.environ.get("WAYLAND_DISPLAY")) or os.environ.get("XDG_SESSION_TYPE") == "wayland"
-    backend = AtspiBackend(points=not wayland)
-    if os.environ.get("DISPLAY") and not wayland:
+    backend = AtspiBackend(points=display is not None or not wayland, display=display)
+    if display is not None or (os.environ.get("DISPLAY") and not wayland):
         with contextlib.suppress(Exception):  # no X: the active window stands in for the stacking order
-            backend.use_stacking(X11Desktop())  # closed with the backend
+            backend.use_stacking(X11Desktop(display))  # closed with the backend
     return backend
 
 
-def open_lookup(bound_s: float | None = None) -> BoundedLookup:
-    """Lookups for one run (or one command): the backend starts on its own thread at once."""
-    return BoundedLookup(platform_backend) if bound_s is None else BoundedLookup(platform_backend, bound_s)
+def open_lookup(bound_s: float | None = None, display: str | None = None) -> BoundedLookup:
+    """Lookups for one run (or one command): the backend starts on its own thread at once. `display`: the
+    applications of that X display only (a run in Deskhand's desktop)."""
+    start = functools.partial(platform_backend, display)
+    return BoundedLookup(start) if bound_s is None else BoundedLookup(start, bound_s)
 
 
 __all__ = ["AccessibilityUnavailable", "BoundedLookup", "open_lookup", "platform_backend"]

@@ -62,6 +62,22 @@ class _Window:
         return left <= x < left + w and top <= y < top + h
 
 
+def display_of_name(value: str) -> str:
+    """":7" for ":7.0" or "unix:7"; other names as they are."""
+    host, _, rest = value.partition(":")
+    return f":{rest.split('.')[0]}" if rest and host in ("", "unix") else value
+
+
+def display_of(pid: int) -> str:
+    """The X display a process was started on (":7" for DISPLAY=:7.0), "" when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return ""
+    return display_of_name(next((e[8:].decode(errors="replace") for e in env if e.startswith(b"DISPLAY=")), ""))
+
+
 def _distance(box: tuple[int, int, int, int], window: WindowInfo) -> int:
     """How far an accessible window's box is from an X window's: the same window's are (nearly) equal."""
     return (abs(box[0] - window.left) + abs(box[1] - window.top) + abs(box[2] - window.width)
@@ -92,11 +108,12 @@ class AtspiBackend:
 
     def __init__(self, session_address: str | None = None,
                  stacking: Callable[[], tuple[WindowInfo, ...]] | None = None, own_pid: int | None = None,
-                 points: bool = True) -> None:
+                 points: bool = True, display: str | None = None) -> None:
         """`points`: whether the applications' screen coordinates are real ones. Not on Wayland, where a client
         does not know where its window is (GTK and Qt report window-relative boxes there): an element "at a
-        point" would be a wrong one, so only the focused element is looked up."""
-        self.points = points
+        point" would be a wrong one, so only the focused element is looked up. `display`: only the applications
+        on that X display count (Deskhand's desktop shares the accessibility bus with the person's own)."""
+        self.points, self.display = points, display
         try:
             from jeepney import DBusAddress, new_method_call
             from jeepney.io.blocking import open_dbus_connection
@@ -128,8 +145,17 @@ class AtspiBackend:
         self._stacking = stacking
         self._desktop: DesktopInfo | None = None
         self._own_pid = os.getpid() if own_pid is None else own_pid
+        self._own_display = display_of_name(os.environ.get("DISPLAY", ""))  # the person's, where `display` is None
         self._pids: dict[str, int] = {}
         self._deadline = 0.0
+
+    def _on_this_display(self, pid: int) -> bool:
+        """The application shows on the display looked up: the one asked for (Deskhand's desktop), else any but
+        one known to be another (an app in Deskhand's desktop, seen from the person's display)."""
+        shown = display_of(pid)
+        if self.display is not None:
+            return shown == self.display
+        return not shown or not self._own_display or shown == self._own_display
 
     def use_stacking(self, desktop: DesktopInfo) -> None:
         """X11's window list, top-most first, to tell which of overlapping windows is on top (closed with this)."""
@@ -201,6 +227,8 @@ class AtspiBackend:
                 pid = self._pid(app[0])
                 if pid == self._own_pid:
                     continue  # Deskhand's own windows are never the target
+                if not self._on_this_display(pid):
+                    continue  # on another display (Deskhand's desktop, or the person's): other coordinates
                 app_name = str(self._prop(app, "Name"))
                 for ref in self._children(app):
                     states = self._states(ref)

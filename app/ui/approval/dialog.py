@@ -59,6 +59,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
         self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
+        # where it may go (input coordinates), when not on the step's monitor: a step in Deskhand's desktop may
+        # show beside that window, anywhere on the screen it is on
+        self.screen_area: tuple[int, int, int, int] | None = None
         # the draggable cross-hair on the real screen exists (not where windows cannot be placed at a point of the
         # screen, as on Wayland: see overlay.py): the hint names the one marker there is
         self.screen_marker = QGuiApplication.platformName() != "wayland"
@@ -184,12 +187,13 @@ class ApprovalDialog(QDialog, ApprovalForm):
     def _place(self) -> None:
         e = self.event_
         assert e is not None
-        area_q = available_rect(*e.monitor_geometry)
+        area_q = available_rect(*(self.screen_area or e.monitor_geometry))
         area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
-        if placement.keep(self._last, area, self.avoid, PREFERRED):
+        avoid = self.avoid if self.avoid is not None and self.avoid.intersects(area) else None  # (else: beside it)
+        if placement.keep(self._last, area, avoid, PREFERRED):
             r = self._last
         else:
-            r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
+            r = placement.place(area, PREFERRED, avoid, MINIMUM)
         assert r is not None
         r = self._tall_enough(r, area)
         self._last = r

@@ -51,6 +51,11 @@ class TargetOverlay(QWidget):
         self.target: tuple[int, int] | None = None  # input coordinates
         self._backdrop: QImage | None = None  # the step's screenshot, unscaled
         self._monitor = (0, 0, 1, 1)  # where it lies, input coordinates (left, top, width, height)
+        self._clip: QRect | None = None  # Qt coordinates: it shows and moves inside it only (Deskhand's desktop)
+
+    def set_clip(self, clip: QRect | None) -> None:
+        """Keep the marker inside `clip` (the window of Deskhand's desktop), or anywhere (None)."""
+        self._clip = clip
 
     def set_backdrop(self, screenshot: QImage | None, monitor: tuple[int, int, int, int]) -> None:
         """The screenshot the step was proposed on: the marker's middle shows it at the target."""
@@ -76,7 +81,7 @@ class TargetOverlay(QWidget):
         metrics = QFontMetrics(self._label_font())
         label_w = metrics.horizontalAdvance(self._label) + 20
         screen = QGuiApplication.screenAt(centre) or QGuiApplication.primaryScreen()
-        area = screen.availableGeometry()
+        area = self._clip or screen.availableGeometry()
         left = away_from is not None and away_from.center().x() > centre.x()
         fits = centre.x() - PAD - label_w >= area.left() if left else centre.x() + PAD + label_w <= area.right()
         if not fits:
@@ -86,7 +91,7 @@ class TargetOverlay(QWidget):
         w, h = side + label_w, max(side, metrics.height() + 12)
         x0 = centre.x() - (PAD + label_w if self._label_left else PAD)
         self.setGeometry(x0, centre.y() - h // 2, w, h)
-        self.setMask(self._shape())
+        self.setMask(self._clipped(self._shape()))
         self.update()
         self.show()
         self.raise_()
@@ -138,6 +143,10 @@ class TargetOverlay(QWidget):
         painter.end()
         return QRegion(QBitmap.fromImage(image.createAlphaMask()))
 
+    def _clipped(self, shape: QRegion) -> QRegion:
+        """What of the marker lies inside the clip (all of it without one)."""
+        return shape if self._clip is None else shape.intersected(self._clip.translated(-self.pos()))
+
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         self._render(painter)
@@ -151,7 +160,14 @@ class TargetOverlay(QWidget):
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         if self._grab is not None:
-            self.move(event.globalPosition().toPoint() - self._grab)
+            to = event.globalPosition().toPoint() - self._grab
+            clip = self._clip
+            if clip is not None:  # the centre stays inside the clip
+                c = to + self._centre().toPoint()
+                to += QPoint(min(max(c.x(), clip.left()), clip.right()), min(max(c.y(), clip.top()), clip.bottom())) - c
+            self.move(to)
+            if clip is not None:
+                self.setMask(self._clipped(self._shape()))
             target = to_native(self.centre_global())
             if target != self.target:
                 self.target = target

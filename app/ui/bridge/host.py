@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage
 
 from app.agent.approval import Decision
+from app.agent.background import Where
 from app.agent.worker import AgentWorker, EngineFactory, WrapModel, local_engine
 from app.domain import events as ev
 from app.domain.paths import Paths
@@ -105,9 +106,10 @@ class AgentHost(QObject):
     def busy(self) -> bool:
         return self.worker.busy
 
-    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None) -> bool:
+    def start_task(self, task: str, settings: Settings, wrap_model: WrapModel | None = None,
+                   where: Where | None = None) -> bool:
         self.start()
-        return self.worker.start_task(task, settings, wrap_model)
+        return self.worker.start_task(task, settings, wrap_model, where)
 
     def decide(self, step: int, decision: Decision) -> bool:
         return self.worker.decide(step, decision)

@@ -4,6 +4,7 @@ own SQLite connection; the UI thread only shows results."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.agent import recorder
 from app.domain.actions import action_from_tool_call, target_of
+from app.domain.background import BACKGROUND, desktop_words
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.ui.common.background import Background
@@ -98,6 +100,15 @@ class HistoryStore:
             self._con = None
 
 
+def ran_in_background(run: dict[str, Any]) -> bool:
+    """The run worked in Deskhand's desktop (its record's settings say so)."""
+    try:
+        meta = json.loads(run.get("settings") or "{}")
+    except ValueError:
+        return False
+    return isinstance(meta, dict) and desktop_words(meta.get("desktop")) == BACKGROUND
+
+
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else ""
 
@@ -118,6 +129,7 @@ class HistoryWindow(QWidget):
         self.resize(1180, 720)
         self.runs: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
+        self.where = ""  # "In Deskhand's desktop …" for a run that worked there
         self.run_id: int | None = None
         root = QVBoxLayout(self)
         self.status = StatusArea()
@@ -201,7 +213,8 @@ class HistoryWindow(QWidget):
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col == 0:
-                    item.setToolTip(r["task"] + (f"\n\n{r['message']}" if r["message"] else ""))
+                    item.setToolTip(r["task"] + (f"\n\n{r['message']}" if r["message"] else "") +
+                                    ("\n\nRan in Deskhand's desktop." if ran_in_background(r) else ""))
                 if col == 2 and r["status"] in ("failed", "interrupted", "missed"):
                     item.setForeground(Qt.GlobalColor.darkRed)
                 self.table.setItem(i, col, item)
@@ -239,6 +252,7 @@ class HistoryWindow(QWidget):
         if run["id"] != self.run_id:
             return  # another run was chosen meanwhile
         self.steps = steps
+        self.where = "In Deskhand's desktop (in the background)." if ran_in_background(run) else ""
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(0, len(steps) - 1))
         self.slider.setValue(0)
@@ -282,6 +296,8 @@ class HistoryWindow(QWidget):
                                 f"{s['description'] or s['error'] or 'no action'}")
         decision = DECISION_WORDS.get(s["decision"], s["decision"]) or s["verdict"] or "—"
         lines = [f"Decision: {decision}" + (f" — “{s['feedback']}”" if s["feedback"] else "")]
+        if self.where:
+            lines.insert(0, self.where)
         if s["edited_action"]:
             lines.append("The user moved the target or changed the text.")
         if s["thought"]:

@@ -32,6 +32,7 @@ from app.ui.common.icons import STATE_WORDS, app_icon
 from app.ui.common.screenshot_view import ScreenshotView
 from app.ui.common.status_area import StatusArea
 from app.ui.common.text_line import TextLine
+from app.ui.run.desktop_switch import DesktopSwitch
 from app.ui.run.saved_offers import SavedOffers
 from app.ui.run.step_list import StepList
 from app.ui.run.task_box import RecentButton, SavedTasksButton, TaskBox
@@ -103,6 +104,8 @@ class MainWindow(QMainWindow):
         column.addWidget(self.start_button)
         column.addWidget(self.recent)
         column.addWidget(self.saved_tasks)
+        self.desktop_switch = DesktopSwitch()  # in Deskhand's desktop (the background) or on the person's
+        column.addWidget(self.desktop_switch)
         column.addStretch(1)
         top.addLayout(column)
         controls = QVBoxLayout()

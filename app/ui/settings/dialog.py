@@ -34,6 +34,7 @@ from app.domain.settings import DEFAULT_PANIC_HOTKEY, Settings, hotkey_problems,
 from app.ui.common import shortcuts
 from app.ui.common.background import Background
 from app.ui.common.icons import app_icon
+from app.ui.settings.desktop_page import DesktopPage
 from app.ui.settings.engine import EngineFields
 from app.ui.settings.hotkey_edit import HotkeyField
 
@@ -143,6 +144,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self._general_tab(), "General")
         self.tabs.addTab(self._shortcut_tab(), "Shortcuts")
         self.tabs.addTab(self._data_tab(data_folder), "Privacy and data")
+        self.desktop = DesktopPage()  # working in the background
+        self.tabs.addTab(self.desktop, "Deskhand's desktop")
         self.tabs.addTab(self._advanced_tab(), "Advanced")
         root.addWidget(self.tabs)
         self.problem = QLabel()
@@ -359,9 +362,10 @@ class SettingsDialog(QDialog):
         self.retention.setValue(s.retention_days)
         self.private.setChecked(s.private_mode)
         self.engine.load(s)
+        self.desktop.load(s)
 
     def value(self) -> Settings:
-        return self.engine.apply(self.original.replace(
+        return self.desktop.apply(self.engine.apply(self.original.replace(
             text_model=self.text_model.text().strip(), mmproj=self.mmproj.text().strip(),
             profile=self.profile.currentText().strip() or self.original.profile,
             gpu_layers=self.gpu_layers.value(), context_size=self.context_size.value(),
@@ -370,7 +374,7 @@ class SettingsDialog(QDialog):
             panic_hotkey=self.panic.spec(), quick_task_hotkey=self.quick.spec(),
             monitor=self.monitor.currentData(), settle_timeout_s=self.settle_timeout.value(),
             settle_quiet_frames=self.settle_frames.value(), settle_threshold=self.settle_threshold.value(),
-            retention_days=self.retention.value(), private_mode=self.private.isChecked()))
+            retention_days=self.retention.value(), private_mode=self.private.isChecked())))
 
     def problems(self, s: Settings) -> list[str]:
         keys = set(hotkey_problems(s))  # said below, once, in the fields' own words
@@ -382,7 +386,7 @@ class SettingsDialog(QDialog):
         if s.panic_hotkey == s.quick_task_hotkey:
             out.append(f"The stop key and the quick task key are both {shortcuts.label(s.panic_hotkey)}: they must "
                        "differ.")
-        return out + self.engine.problems(s)
+        return out + self.engine.problems(s) + self.desktop.problems(s)
 
     # ------------------------------------------------------------------ the model files, as the setup checks them
     def _pair(self) -> tuple[str, str]:
@@ -447,6 +451,8 @@ class SettingsDialog(QDialog):
         if problems:
             if any(p.startswith(("Stop the task", "Quick task", "The stop key")) for p in problems):
                 self.tabs.setCurrentIndex(1)
+            elif any("Deskhand's desktop" in p for p in problems):
+                self.tabs.setCurrentWidget(self.desktop)
             return
         confirmed = self.engine.confirm_host(s, self)
         if confirmed is None:  # the user would rather not send screenshots there

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QLocalSocket
 
 import app as app_package
+from app.agent.background import decide_where
 from app.agent.run_memory import without_secrets
 from app.domain import events as ev
 from app.domain.cancel import CancelToken
@@ -212,7 +213,12 @@ class AgentLink(QObject):
         auto = msg.get("auto_approve", "safe") == "safe"
         settings = a.settings.replace(approval_policy="auto_approve_safe" if auto else "ask_every_step",
                                       step_limit=msg.get("max_steps") or a.settings.step_limit)
-        if not a.host.start_task(task, settings):
+        try:  # a program's task: in Deskhand's desktop while the person is at the desk (unless it or they said)
+            where = decide_where(a.settings, msg.get("background"), for_others=True)
+        except DeskhandError as exc:
+            finish(sock, protocol.refused(exc.what, exc.todo))
+            return
+        if not a.host.start_task(task, settings, where=where):
             finish(sock, protocol.refused("Deskhand is busy with another task.", "Wait until it ends, then call "
                                                                                  "again."))
             return

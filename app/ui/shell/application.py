@@ -10,8 +10,12 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
+from app.agent.background import Where, resolve_apps
 from app.agent.worker import EngineFactory
+from app.desktop.nested.available import background_status
 from app.domain import events as ev
+from app.domain.background import find_app, parse_app_list
+from app.domain.errors import DeskhandError
 from app.domain.paths import Paths
 from app.domain.settings import Loaded, Settings, changed_in_dialog, save_settings
 from app.link.consent import ConsentStore
@@ -92,6 +96,7 @@ class Application(QObject):
         self.lent_for = ""  # the program whose proposal the model lent by the worker answers ("": the model test)
         self._wire()
         self.apply_keys()
+        self.apply_background(default=True)
         self.main.show_model_choice(self.settings)
 
     @property
@@ -109,6 +114,8 @@ class Application(QObject):
         m.quick_task_requested.connect(self.open_quick_task)
         m.quit_requested.connect(self.request_quit)
         m.close_requested.connect(self._main_closed)
+        m.desktop_switch.app_chosen.connect(self.open_in_desktop)
+        m.desktop_switch.edit_requested.connect(self.edit_desktop_apps)
         self.quick.submitted.connect(self._quick_submitted)
         self.quick.saved_chosen.connect(self.saved_tasks.start)
         self.presenter.finished.connect(self._run_finished)
@@ -133,6 +140,31 @@ class Application(QObject):
     def keys(self) -> shortcuts.GlobalKeys:
         return shortcuts.GlobalKeys(self.settings.quick_task_hotkey, self.settings.panic_hotkey)
 
+    def apply_background(self, default: bool = False) -> None:
+        """The switch beside the task box: possible here or not (and why), its apps, and (`default`) the
+        settings' choice."""
+        status = background_status()
+        switch = self.main.desktop_switch
+        switch.set_available(status.available, f"{status.what} {status.todo}".strip())
+        switch.set_apps(parse_app_list(self.settings.background_apps)[0])
+        if default and status.available:
+            switch.box.setChecked(self.settings.background)
+
+    def where(self, background: bool | None = None, open_apps: list[str] | tuple[str, ...] = ()) -> Where:
+        """Where a task runs: the switch's choice (or `background`), with the apps it asks for (names of the
+        list, or the person's own command lines) started in Deskhand's desktop first. DeskhandError for an app
+        that is neither."""
+        apps = resolve_apps(self.settings, open_apps) if open_apps else ()
+        on = self.main.desktop_switch.on if background is None else background
+        return Where(on or bool(apps), apps)
+
+    def open_in_desktop(self, name: str) -> None:
+        """An app of the list, started in Deskhand's desktop now (the desktop first, if need be)."""
+        app = find_app(parse_app_list(self.settings.background_apps)[0], name)
+        if app is not None:
+            self.host.start()
+            self.host.worker.open_in_desktop(self.settings, (app,))
+
     def apply_keys(self) -> None:
         """The one stop key and the quick-task key, shown (and, in Deskhand's windows, active) everywhere."""
         keys = self.keys()
@@ -142,9 +174,12 @@ class Application(QObject):
             self.tray.set_keys(keys)
 
     # ------------------------------------------------------------------ start-up
-    def start(self, task: str = "", run_now: bool = False, quietly: bool = False) -> None:
-        """`quietly`: a program started Deskhand (a host's call, a scheduled run): its window takes no keyboard,
-        and keys count there only once the person turned to it; no setup assistant opens by itself."""
+    def start(self, task: str = "", run_now: bool = False, quietly: bool = False,
+              asked: dict[str, Any] | None = None) -> None:
+        """Show the windows; with `task`, put it in the task box and (`run_now`) start it where `asked` says
+        (the launch's --background and --open). `quietly`: a program started Deskhand (a host's call, a scheduled
+        run): its window takes no keyboard, and keys count there only once the person turned to it; no setup
+        assistant opens by itself."""
         keep_ui_responsive()
         self.host.start()
         for w in (self.dialog, self.overlay, self.quick):
@@ -171,8 +206,9 @@ class Application(QObject):
             self.setup.offer(at_start=not quietly)
         if task:
             self.main.set_task(task)
-            if run_now and self.model_ready():
-                self.start_task(task)
+            where = self._where_asked(asked or {})
+            if run_now and self.model_ready() and where is not None:
+                self.start_task(task, where)
 
     def _no_tray(self) -> None:
         if not self.settings.tray_notice_shown:
@@ -197,7 +233,9 @@ class Application(QObject):
         return engine_configured(self.settings)
 
     # ------------------------------------------------------------------ requests
-    def start_task(self, task: str) -> bool:
+    def start_task(self, task: str, where: Where | None = None) -> bool:
+        """Start `task` (or queue it behind the run going on), where `where` says: by default where the switch
+        beside the task box says."""
         task = task.strip()
         if not task:
             self.main.focus_task()
@@ -209,7 +247,7 @@ class Application(QObject):
         if self.model_test_running():
             self.main.set_task(task)
             return False
-        if self.presenter.running or not self.host.start_task(task, self.settings):
+        if self.presenter.running or not self.host.start_task(task, self.settings, where=where or self.where()):
             self.queue.add(task)  # it waits, visibly, and is offered when the run ends
             return False
         self.presenter.begin(self.settings.approval_policy == "auto_approve_safe")
@@ -236,6 +274,10 @@ class Application(QObject):
             QTimer.singleShot(100, self.open_quick_task)
             return
         self.quick.set_busy_hint(self.presenter.running)
+        switch = self.main.desktop_switch  # the quick box asks where as the task box does
+        self.quick.background.setEnabled(switch.box.isEnabled())
+        self.quick.background.setToolTip(switch.box.toolTip())
+        self.quick.background.setChecked(switch.on)
         self.quick.open(self.overlay.frameGeometry() if self.overlay.isVisible() else None)
 
     def _quick_submitted(self, task: str) -> None:
@@ -247,7 +289,8 @@ class Application(QObject):
                                  f"“{task}” is already running or waiting.")
             return
         self.main.set_task(task)
-        if not self.start_task(task):
+        background = self.quick.background.isEnabled() and self.quick.background.isChecked()
+        if not self.start_task(task, self.where(background)):
             self.main.show_and_raise()
 
     def take_without_raising(self, msg: dict[str, Any]) -> bool:
@@ -268,6 +311,9 @@ class Application(QObject):
         Wayland): stop the run, and bring nothing forward."""
         log.info("message from another launch: %s", msg.get("cmd"))
         task = str(msg.get("task") or "").strip()
+        where = self._where_asked(msg)
+        if where is None:
+            return
         if msg.get("cmd") == "stop":
             self.presenter.stop()
         elif msg.get("cmd") == "task" and task and self.presenter.running:
@@ -277,7 +323,19 @@ class Application(QObject):
                 self.main.show_and_raise()
             if msg.get("cmd") == "task" and task:
                 self.main.set_task(task)
-                self.start_task(task)
+                self.start_task(task, where)
+
+    def _where_asked(self, msg: dict[str, Any]) -> Where | None:
+        """Where a later launch's task runs (`deskhand "task" --background --open APP`); None, said in the
+        status area, when an app it names cannot be started."""
+        background = msg.get("background")
+        try:
+            return self.where(background if isinstance(background, bool) else None,
+                              [str(a) for a in msg.get("open") or [] if isinstance(a, str)])
+        except DeskhandError as exc:
+            self.main.status.show_message(error_html(exc), "error", "background")
+            self.main.show_and_raise()
+            return None
 
     def refresh_recent(self) -> None:
         self.background.run(self.store.recent, self.main.set_recent, lambda exc: log.warning("recent tasks: %s", exc))
@@ -312,6 +370,13 @@ class Application(QObject):
         self.settings_dialog = dialog
         dialog.show()
 
+    def edit_desktop_apps(self) -> None:
+        """Settings, at the page of Deskhand's desktop (the switch's "Edit the list…")."""
+        self.open_settings()
+        if self.settings_dialog is not None:
+            self.settings_dialog.tabs.setCurrentWidget(self.settings_dialog.desktop)
+            self.settings_dialog.desktop.apps.setFocus()
+
     def _setup_from_settings(self) -> None:
         if self.settings_dialog is not None:
             self.settings_dialog.close()
@@ -339,6 +404,7 @@ class Application(QObject):
         previous = self.settings
         self.settings = settings  # the next run uses them; the file follows on the background thread
         self.apply_keys()
+        self.apply_background(default=settings.background != previous.background)
         if (settings.text_model, settings.engine, settings.engine_url, settings.engine_model) != (
                 previous.text_model, previous.engine, previous.engine_url, previous.engine_model):
             self.main.show_model_choice(settings)

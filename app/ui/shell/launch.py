@@ -32,6 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--without-focus", action="store_true",
                    help="show the window without taking the keyboard from the window in use (how `deskhand mcp` "
                         "and scheduled runs start Deskhand)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--background", action="store_true", default=None,
+                       help="run the task in Deskhand's desktop, a window of its own (your mouse and keyboard stay "
+                            "yours)")
+    where.add_argument("--foreground", action="store_false", dest="background", default=None,
+                       help="run the task on your own desktop, whatever Settings say")
+    p.add_argument("--open", action="append", default=[], metavar="APP",
+                   help="start this app in Deskhand's desktop before the task (a name from Settings → Deskhand's "
+                        "desktop, or a command line); implies --background; may be repeated")
     p.add_argument("task", nargs="*", help="a task to start (handed to Deskhand if it is already running)")
     return p
 
@@ -128,7 +137,9 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     qapp.setQuitOnLastWindowClosed(False)  # hidden while capturing, in the tray while idle: quitting is explicit
     name = server_name(args.base_dir)
     # (started by a program with no task: the one running shows nothing, as if the person had not asked)
-    message = {"cmd": "task", "task": task} if task else {"cmd": "ping" if args.without_focus else "show"}
+    asked = {k: v for k, v in (("background", args.background), ("open", args.open)) if v not in (None, [])}
+    message = {"cmd": "task", "task": task, **asked} if task else {"cmd": "ping" if args.without_focus else "show"}
+
     def hand_over() -> bool:
         """Whether an app that runs took the message. A quiet "ping" first: a stopped or stuck app must not get a
         task it would do once it goes on, after this launch said it does not answer."""
@@ -163,7 +174,7 @@ def _run(args: argparse.Namespace, paths: object, task: str, log_path: object, w
     app.quit_done.connect(qapp.quit)
     qapp.aboutToQuit.connect(app.shutdown)
     keep = _stop_on_signals(app.quit)
-    app.start(task, run_now=bool(task), quietly=args.without_focus)
+    app.start(task, run_now=bool(task), quietly=args.without_focus, asked=message)
     log.info("Deskhand started%s (log: %s)", " in dry-run mode" if args.dry_run else "", log_path)
     QTimer.singleShot(0, lambda: log.info("ready: the event loop runs"))  # what launch tests wait for
     try:

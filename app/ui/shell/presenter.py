@@ -20,6 +20,7 @@ from app.ui.common import placement
 from app.ui.common.messages import OUTCOME_HEADS, error_html, escape, open_question, outcome_html
 from app.ui.run.activity import PHASE_WORDS, RunActivity
 from app.ui.run.window import MainWindow
+from app.ui.shell.desktop_frame import DesktopFrame
 from app.ui.shell.tray import Tray
 
 log = logging.getLogger("deskhand.ui.run")
@@ -51,6 +52,7 @@ class RunPresenter(QObject):
         self.last_proposal: ev.StepProposed | None = None
         self.main_stepped_aside = False
         self._deferred: tuple[Delivered, ev.StepProposed] | None = None  # a step held while a question is open
+        self.frame = DesktopFrame(host.worker.background.place)  # a run in Deskhand's desktop: its window
         self.activity = RunActivity(self)
         self.activity.changed.connect(self._activity_changed)
         self._queue: collections.deque[Delivered] = collections.deque()
@@ -60,8 +62,8 @@ class RunPresenter(QObject):
         host.delivered.connect(self.on_delivered)
         dialog.decided.connect(self.decide)
         dialog.target_previewed.connect(self._preview_target)
-        overlay.moving.connect(lambda x, y: self.dialog.move_target(x, y, done=False))
-        overlay.moved.connect(lambda x, y: self.dialog.move_target(x, y, done=True))
+        overlay.moving.connect(lambda x, y: self.dialog.move_target(*self.frame.inward(x, y), done=False))
+        overlay.moved.connect(lambda x, y: self.dialog.move_target(*self.frame.inward(x, y), done=True))
 
     # ------------------------------------------------------------------ state
     def set_state(self, state: str, words: str = "") -> None:
@@ -108,6 +110,7 @@ class RunPresenter(QObject):
             self.activity.on_event(e)
         if isinstance(e, ev.RunStarted):
             self.run_id = e.run_id
+            self.frame.active = e.background
             self.set_running(True)
             log.info("run %s started (task of %d characters)", e.run_id, len(e.task))  # no task text in logs
         elif isinstance(e, ev.ModelLoaded):
@@ -167,9 +170,12 @@ class RunPresenter(QObject):
             self._present(*held)
 
     def _present(self, d: Delivered, e: ev.StepProposed) -> None:
+        shown = self._in_frame(d)
+        if shown is not None:
+            d, e = shown, shown.event  # type: ignore[assignment]
         self.dialog.present(d, self.auto_approve)
         self._step_aside(self.dialog.avoid)
-        if e.target_screen is not None:
+        if e.target_screen is not None and not (self.frame.active and self.frame.place is None):
             self.overlay.set_backdrop(d.screen, e.monitor_geometry)
             self.overlay.point_at(*e.target_screen, short_label(e), self.dialog.frameGeometry())
         else:
@@ -178,6 +184,18 @@ class RunPresenter(QObject):
             real = touches(e.action, e.found)
             self.tray.notify("Deskhand needs your approval", "\n".join(t for t in (e.description, real, e.mismatch)
                                                                          if t))
+
+    def _in_frame(self, d: Delivered) -> Delivered | None:
+        """A step in Deskhand's desktop: its points where the window shows them now, the marker kept inside the
+        window, the dialog free to go beside it (None for a step on the person's own desktop)."""
+        if not self.frame.active:
+            self.dialog.screen_area = None
+            self.overlay.set_clip(None)
+            return None
+        self.frame.refresh()  # no place: the window is not shown (the dialog's picture carries the marker)
+        self.dialog.screen_area = self.frame.screen_area()
+        self.overlay.set_clip(self.frame.clip())
+        return self.frame.outward(d)
 
     # ------------------------------------------------------------------ the main window out of the way
     def _step_aside(self, avoid: placement.Rect | None) -> None:
@@ -205,7 +223,8 @@ class RunPresenter(QObject):
                                       "warning", "paused",
                                       [("Resume", lambda: self.pause(False)), ("Stop", self.stop)])
         self._come_back()
-        self.main.show_and_raise()
+        if not self.frame.active:  # in the background the person is busy elsewhere: their focus stays theirs
+            self.main.show_and_raise()
         log.info("run paused: %s", e.reason)
 
     def _resumed(self) -> None:
@@ -223,6 +242,7 @@ class RunPresenter(QObject):
         self.flush()
         log.info("run %s finished: %s (%s steps) %s", e.run_id, e.outcome, e.steps, e.message.replace("\n", " "))
         self._deferred = None
+        self.frame.active = False
         self.dialog.withdraw()
         self.overlay.clear()
         self._come_back()
@@ -253,6 +273,8 @@ class RunPresenter(QObject):
             log.warning("the decision for step %s came too late", step)
 
     def _preview_target(self, x: int, y: int) -> None:
+        if self.frame.active and self.frame.place is None:
+            return  # Deskhand's desktop is not shown: no marker on the person's screen
         if self.dialog.isVisible() and self.last_proposal is not None:
             self.overlay.point_at(x, y, short_label(self.last_proposal), self.dialog.frameGeometry())
 

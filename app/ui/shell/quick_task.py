@@ -1,12 +1,13 @@
 """The quick-task box the global shortcut opens from anywhere: one line, Enter starts the task, Esc closes it,
 and so does clicking elsewhere (like a launcher); it has no taskbar entry. What was typed stays for next time.
-Saved tasks that match the typing are offered under the line (Down, then Enter, runs one)."""
+Saved tasks that match the typing are offered under the line (Down, then Enter, runs one). "In background" runs
+the task in Deskhand's desktop, as the switch beside the main window's task box."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QCursor, QGuiApplication, QKeyEvent
-from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QCheckBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.ui.common.icons import app_icon
 from app.ui.run.saved_offers import SavedOffers
@@ -46,6 +47,10 @@ class QuickTaskBox(QWidget):
         head.addWidget(logo)
         head.addWidget(QLabel("<b>Deskhand</b> — what should I do?"))
         head.addStretch(1)
+        self.background = QCheckBox("In background")  # in Deskhand's desktop (the main window's switch, mirrored)
+        self.background.setStyleSheet("QCheckBox { color: #e5e7eb; }")
+        self.background.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # the keyboard stays in the line
+        head.addWidget(self.background)
         self.hint = QLabel(HINT)
         self.hint.setStyleSheet("color: #9ca3af;")
         head.addWidget(self.hint)

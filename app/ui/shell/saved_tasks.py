@@ -71,7 +71,8 @@ class SavedTasks:
             engine.owns_model = False  # the worker keeps the model for the next run
             return engine
 
-        if not app.host.start_task(rendered, app.settings, replay):
+        recorded = True if task.extra.get("desktop") == "background" else None  # done again where it was done
+        if not app.host.start_task(rendered, app.settings, replay, where=app.where(recorded)):
             return
         app.main.set_task(rendered)
         app.presenter.begin(app.settings.approval_policy == "auto_approve_safe")
