@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from app.agent.headless import HeadlessConfig, run_headless
-from app.agent.recorder import connect, run_steps
+from app.agent.history.recorder import connect, run_steps
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
 from app.domain.settings import Settings

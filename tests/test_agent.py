@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app.agent.approval import Decision
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.agent.worker import AgentWorker
 from app.domain import events as ev
 from app.domain.paths import default_paths

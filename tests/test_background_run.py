@@ -15,7 +15,7 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-from app.agent.recorder import connect, list_runs
+from app.agent.history.recorder import connect, list_runs
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings
 from app.ui.approval import input_guard

@@ -67,7 +67,7 @@ def test_the_switch_beside_the_task_box_offers_the_apps_and_says_why_it_is_off(q
 
 
 def test_history_says_which_desktop_a_run_worked_on(qtbot, tmp_path):
-    from app.agent.recorder import Recorder, StepRecord
+    from app.agent.history.recorder import Recorder, StepRecord
     from app.domain.background import desktop_record
     from app.ui.common.background import Background
     from app.ui.history.window import HistoryStore, HistoryWindow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.recorder import connect, list_runs
+from app.agent.history.recorder import connect, list_runs
 from app.domain.paths import default_paths
 from tests.desktop import REPO, XServer
 from tests.fake_vllm import FakeVLLM

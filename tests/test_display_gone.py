@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.domain.paths import default_paths
 from tests.desktop import REPO, XServer, wait_until
 from tests.fake_vllm import FakeVLLM

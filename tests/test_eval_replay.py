@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 
 from app.__main__ import main
 from app.agent.approval import Decision
-from app.agent.recorder import Recorder, StepRecord, connect, list_runs, run_steps
+from app.agent.history.recorder import Recorder, StepRecord, connect, list_runs, run_steps
 from app.agent.worker import AgentWorker
 from app.domain import events as ev
 from app.domain.actions import Click, Point

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.domain.paths import default_paths
 from tests.desktop import missing_tools
 from tests.fleet import Agent, figures, launch, pointer, start_displays, wait_all

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.desktop.virtual_display import find_server
 from app.domain.paths import default_paths
 from tests.desktop import REPO, XServer, pointer_state, pressed_keys, wait_until

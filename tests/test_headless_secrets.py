@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.engine.remote.endpoint import parse_endpoint

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.agent.recorder import LockedError, Recorder, StepRecord, connect, list_runs, run_steps
+from app.agent.history.recorder import LockedError, Recorder, StepRecord, connect, list_runs, run_steps
 from app.agent.worker import AgentWorker
 from app.doctor.checks import FAIL, OK, WARN, check_history
 from app.domain import events as ev
@@ -222,8 +222,8 @@ def test_a_history_that_cannot_be_opened_means_a_run_without_history_not_a_dead_
 
 @pytest.mark.xdisplay
 def test_a_lock_at_start_is_named_and_the_run_goes_on(target, tmp_path, monkeypatch):
-    import app.agent.history_recovery as hr
-    import app.agent.recorder as recorder
+    import app.agent.history.recorder as recorder
+    import app.agent.history.recovery as hr
 
     paths = default_paths(tmp_path / "home").ensure()
     Recorder(paths.database, paths.runs).close()

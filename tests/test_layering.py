@@ -60,6 +60,7 @@ SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "desktop.accessibility": {"desktop.wayland"},
     "desktop.attention": {"desktop.wayland", "desktop.accessibility"},
     "desktop.nested": {"desktop.wayland", "desktop.attention"},
+    "agent.history": {"agent."},  # the history is written by the loop and read by all; it never imports the loop
     "tasks.": {"tasks.suite", "tasks.schedule"},  # saved tasks themselves know neither the suite nor the schedules
     "tasks.suite": {"tasks.schedule"},
     "tasks.schedule": {"tasks.suite"},

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from app.agent.approval import Decision
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.domain import events as ev
 from app.domain.proposal import MAX_REPLY_CHARS, MAX_TASK_CHARS
 from tests.desktop import REPO

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history.recorder import Recorder, connect, run_steps
 from app.agent.loop import RunConfig, run_task
 from app.agent.policy import PolicyConfig
-from app.agent.recorder import Recorder, connect, run_steps
 from app.agent.trajectory import RecordingEngine, Trajectory
 from app.desktop.capture import CaptureConfig, Capturer, StaleTargetError
 from app.desktop.executor import DryRunExecutor

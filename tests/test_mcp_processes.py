@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from app.agent.recorder import connect, list_runs
+from app.agent.history.recorder import connect, list_runs
 from app.desktop.held_input import HELD_FILE
 from app.domain.paths import default_paths
 from tests.desktop import REPO, Target, pointer_state, pressed_keys, wait_until

@@ -34,7 +34,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication
 from pytestqt.exceptions import TimeoutError as QtWaitTimeout
 
-from app.agent.recorder import connect, list_runs
+from app.agent.history.recorder import connect, list_runs
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.domain.settings import load_settings

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from app.agent import history_recovery
-from app.agent.history_recovery import open_recorder
-from app.agent.recorder import connect
+from app.agent.history import recovery as history_recovery
+from app.agent.history.recorder import connect
+from app.agent.history.recovery import open_recorder
 from app.agent.run_memory import REDACTED, without_secrets
 from app.domain.errors import DeskhandError
 from app.domain.settings import Settings

@@ -10,7 +10,16 @@ import sys
 import pytest
 from PIL import Image
 
-from app.agent.recorder import Recorder, StepRecord, connect, delete_run, export_run, list_runs, recent_tasks, run_steps
+from app.agent.history.recorder import (
+    Recorder,
+    StepRecord,
+    connect,
+    delete_run,
+    export_run,
+    list_runs,
+    recent_tasks,
+    run_steps,
+)
 from app.cli.shared.history_file import read_history
 from app.domain.errors import DeskhandError
 
@@ -59,7 +68,7 @@ import os, sys
 sys.path.insert(0, {str(sys.path[0])!r})
 from pathlib import Path
 from PIL import Image
-from app.agent.recorder import Recorder, StepRecord
+from app.agent.history.recorder import Recorder, StepRecord
 r = Recorder(Path({str(tmp_path / 'runs.sqlite3')!r}), Path({str(tmp_path / 'runs')!r}))
 run = r.start_run("long task", "m", {{}}, private=False)
 for n in (1, 2):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
-from app.agent.recorder import connect, run_steps
+from app.agent.history.recorder import connect, run_steps
 from app.desktop.accessibility import BoundedLookup, open_lookup, platform_backend
 from app.desktop.capture import CaptureConfig, Capturer
 from app.desktop.locate import locate_target

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
-from app.agent.recorder import connect, run_steps
+from app.agent.history.recorder import connect, run_steps
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from app.agent.headless import HeadlessConfig, run_headless
-from app.agent.recorder import Recorder, connect, list_runs, run_steps
+from app.agent.history.recorder import Recorder, connect, list_runs, run_steps
 from app.domain.cancel import CancelToken
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from app.agent.recorder import Recorder, StepRecord
+from app.agent.history.recorder import Recorder, StepRecord
 from app.domain.errors import DeskhandError
 from app.domain.paths import default_paths
 from app.tasks.save import save_run

@@ -16,7 +16,7 @@ from PIL import Image
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.agent.recorder import Recorder, StepRecord, connect, list_runs, run_steps
+from app.agent.history.recorder import Recorder, StepRecord, connect, list_runs, run_steps
 from app.domain import events as ev
 from app.domain.actions import Click, tool_call_of
 from app.domain.errors import DeskhandError

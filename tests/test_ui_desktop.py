@@ -16,7 +16,7 @@ from PIL import Image
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QApplication
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from app.desktop.focus import KeyboardFocus
 from app.domain.paths import default_paths
 from app.domain.settings import Loaded, Settings

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.recorder import connect, list_runs, run_steps
+from app.agent.history.recorder import connect, list_runs, run_steps
 from tests.desktop import missing_tools, wait_until
 from tests.engine_helpers import write_model_settings
 

@@ -286,7 +286,7 @@ def record_history(cam: Any, paths: Paths, target: Target) -> None:
     import mss
     from PIL import Image
 
-    from app.agent.recorder import Recorder, StepRecord
+    from app.agent.history.recorder import Recorder, StepRecord
 
     rec = Recorder(paths.database, paths.runs)
     run = rec.start_run("Rename the report to final.pdf", "holotron", {}, False)

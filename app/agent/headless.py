@@ -27,10 +27,10 @@ from typing import Any
 
 from app.agent.approval import Decision, DecisionGate
 from app.agent.background import FOREGROUND, BackgroundDesktop, Where
-from app.agent.history_recovery import open_recorder
+from app.agent.history.recorder import Recorder
+from app.agent.history.recovery import open_recorder
 from app.agent.live_runs import LiveProcess, owner_alive
 from app.agent.loop import run_task, stopped_message
-from app.agent.recorder import Recorder
 from app.agent.run_memory import without_secrets
 from app.agent.trajectory import RecordingEngine, Trajectory
 from app.agent.worker import run_config

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from PIL import Image
 
 from app.agent.approval import Decision, DecisionGate
+from app.agent.history.recorder import Recorder, StepRecord
 from app.agent.policy import PolicyConfig, Verdict, decide, sensitive
-from app.agent.recorder import Recorder, StepRecord
 from app.agent.run_memory import let_go_of_old_images, redact, without_secrets
 from app.desktop.capture import CaptureConfig, Screenshot, StaleTargetError
 from app.desktop.executor import Executor, Outcome

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from app.agent.recorder import StepRecord
+from app.agent.history.recorder import StepRecord
 from app.domain.proposal import PastStep
 
 REDACTED = "[redacted]"

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 from app.agent.approval import Decision, DecisionGate
 from app.agent.background import FOREGROUND, BackgroundDesktop, Where
-from app.agent.history_recovery import open_recorder
+from app.agent.history.recorder import Recorder
+from app.agent.history.recovery import open_recorder
 from app.agent.live_runs import DisplayClaim, LiveProcess, owner_alive
 from app.agent.loop import RunConfig, run_task, stopped_message
 from app.agent.policy import PolicyConfig
-from app.agent.recorder import Recorder
 from app.desktop.accessibility import open_lookup
 from app.desktop.backend import open_capturer
 from app.desktop.capture import CaptureConfig, Capturer

@@ -183,7 +183,7 @@ def check_folders(paths: Paths) -> Check:
 
 def check_history(paths: Paths) -> Check:
     """The run history database: a damaged, locked or unwritable one would cost the records of every run."""
-    from app.agent.database_file import diagnose
+    from app.agent.history.database_file import diagnose
 
     h = diagnose(paths.database)
     if h.state in ("ok", "missing"):

@@ -369,7 +369,7 @@ def stop_when_withdrawn(run: CurrentRun, allowed: Callable[[], bool], host: str,
 
 def run_record(paths: Paths, run_id: int, screenshots: bool) -> tuple[str, list[bytes]]:
     """A run's record as text, and (on request) its steps' screenshots."""
-    from app.agent.recorder import connect, run_steps
+    from app.agent.history.recorder import connect, run_steps
 
     if not paths.database.exists():
         raise DeskhandError(f"There is no run {run_id}: Deskhand has recorded no run yet.", "Call run_task first.")

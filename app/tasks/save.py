@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image
 
-from app.agent.recorder import connect, run_steps
+from app.agent.history.recorder import connect, run_steps
 from app.agent.run_memory import REDACTED
 from app.domain.actions import MODEL_SCALE
 from app.domain.background import BACKGROUND, desktop_words

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.agent.headless import NEEDS_PERSON, HeadlessConfig
-from app.agent.history_recovery import open_recorder
-from app.agent.recorder import connect, list_runs
+from app.agent.history.recorder import connect, list_runs
+from app.agent.history.recovery import open_recorder
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError
 from app.domain.paths import Paths

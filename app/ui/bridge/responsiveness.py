@@ -24,8 +24,8 @@ log = logging.getLogger("deskhand.ui")
 # GIL in long stretches, which would stall the UI thread in the middle of the run. Imported once, at start-up.
 WARM_IMPORTS = ("app.engine.llama.engine", "app.engine.llama.runtime", "app.engine.llama.session",
                 "app.engine.llama.image_cache", "app.engine.llama.sampling", "app.desktop.capture",
-                "app.desktop.executor", "app.desktop.pynput_backend", "app.agent.recorder", "mss", "Xlib.display",
-                "jinja2")
+                "app.desktop.executor", "app.desktop.pynput_backend", "app.agent.history.recorder", "mss",
+                "Xlib.display", "jinja2")
 
 
 def warm_up() -> None:

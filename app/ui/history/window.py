@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.agent import recorder
+from app.agent.history import recorder
 from app.domain.actions import action_from_tool_call, target_of
 from app.domain.background import BACKGROUND, desktop_words
 from app.domain.errors import DeskhandError

@@ -12,8 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from app.agent.database_file import is_damaged, is_locked, keep_aside, who_holds
-from app.agent.recorder import ForeignHistory, Recorder
+from app.agent.history.database_file import is_damaged, is_locked, keep_aside, who_holds
+from app.agent.history.recorder import ForeignHistory, Recorder
 
 log = logging.getLogger("deskhand.recorder")
 LOCK_WAIT_S = 6.0

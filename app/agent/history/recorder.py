@@ -22,9 +22,9 @@ from typing import Any
 
 from PIL import Image
 
-from app.agent import run_report
-from app.agent.database_file import RUNS_COLUMNS, is_locked, who_holds
-from app.agent.kept_rows import described, forget_kept, give_up_reserve, keep, kept, make_reserve
+from app.agent.history import run_report
+from app.agent.history.database_file import RUNS_COLUMNS, is_locked, who_holds
+from app.agent.history.kept_rows import described, forget_kept, give_up_reserve, keep, kept, make_reserve
 from app.domain.errors import DeskhandError
 
 BUSY_TIMEOUT_S = 2.0  # a step waits this long for another program's lock, then is kept for the next try
