@@ -22,6 +22,7 @@ class WindowInfo:
     focused: bool = False
     process: str = ""  # the owning process's name where the platform tells it (X11: _NET_WM_PID), e.g. "kgx"
     pid: int = 0  # that process (0: not told)
+    wid: int = 0  # the X id of the client window (0: not an X window), to find it again before keys are sent
 
     def contains(self, x: float, y: float) -> bool:
         return self.left <= x < self.left + self.width and self.top <= y < self.top + self.height
@@ -130,7 +131,7 @@ class X11Desktop:
                 process, pid = self._process(w)
                 out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
                                       int(geo.width), int(geo.height), focused=w.id == active_id,
-                                      process=process, pid=pid))
+                                      process=process, pid=pid, wid=int(w.id)))
             except error.XError:
                 continue  # the window went away while we looked at it
         return tuple(out)

@@ -20,7 +20,7 @@ from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_t
 from app.domain.errors import ActionError
 from app.ui.approval import target as at
 from app.ui.approval.focus_return import FocusReturn
-from app.ui.approval.form import ApprovalForm
+from app.ui.approval.form import REPLAYED_HEADING, THOUGHT_HEADING, ApprovalForm
 from app.ui.approval.input_guard import InputGuard
 from app.ui.approval.screens import available_rect
 from app.ui.bridge.host import Delivered
@@ -52,6 +52,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.setWindowIcon(app_icon())
         self.setObjectName("approval")
         self.event_: ev.StepProposed | None = None
+        self.asked_for_by = ""  # the program (a host, through MCP) that asked for the run's task, if any
         self._auto_initial = False
         self._pausing = False
         self._edited_point: tuple[float, float] | None = None
@@ -106,8 +107,15 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.stop_shortcut.setEnabled(True)
         action = e.action
         ask = isinstance(action, AskUser)
-        self.setWindowTitle(f"Deskhand — step {e.step}: {'answer the model' if ask else 'approve?'}")
+        host = f" for “{self.asked_for_by}”" if self.asked_for_by else ""
+        self.setWindowTitle(f"Deskhand — step {e.step}{host}: {'answer the model' if ask else 'approve?'}")
         self.step_label.setText(f"Step {e.step}")
+        self.asked_by.setText(f"“{self.asked_for_by}” asked for this task (another program, through MCP)."
+                              if self.asked_for_by else "")
+        self.asked_by.setVisible(bool(self.asked_for_by))
+        self.dropped.setText(f"⚠ {e.dropped} This is the model's new proposal for step {e.step}, from a new "
+                             "screenshot." if e.dropped else "")
+        self.dropped.setVisible(bool(e.dropped))
         self.description.setText(e.description)
         self.real_target.setText(touches(action, e.found))
         self.real_target.setVisible(e.found is not None)
@@ -143,6 +151,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         parts = [f"Note: {e.note}"] if e.note else []
         parts.append(e.thought or "(no thought given)")
         self.reasoning.setPlainText("\n\n".join(parts))
+        self.thought_heading.setText(REPLAYED_HEADING if e.counters.replayed else THOUGHT_HEADING)
         self.feedback.clear()
         self.auto.blockSignals(True)
         self.auto.setChecked(auto_approve)

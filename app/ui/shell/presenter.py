@@ -24,6 +24,7 @@ from app.ui.shell.tray import Tray
 
 log = logging.getLogger("deskhand.ui.run")
 OUTCOME_KIND = {"answered": "success", "stopped": "info", "failed": "error", "step_limit": "warning"}
+NOT_DONE_KEY = "not-done"
 PHASE_STATE = {"starting": "thinking", "loading": "thinking", "reading": "thinking", "thinking": "thinking",
                "writing": "thinking", "waiting": "waiting", "acting": "acting", "paused": "paused", "idle": "idle"}
 
@@ -94,8 +95,9 @@ class RunPresenter(QObject):
         self.auto_approve = auto_approve
         self.paused = self.pause_pending = False
         self.set_running(True)
-        for key in ("outcome", "paused", "no-model", "busy"):
+        for key in ("outcome", "paused", "no-model", "busy", NOT_DONE_KEY):
             self.main.status.remove(key)  # what they said no longer holds
+        self.dialog.asked_for_by = ""  # (a host's run names its host after this)
         self.activity.set_phase("starting", restart_clock=True)
 
     # ------------------------------------------------------------------ events
@@ -124,6 +126,12 @@ class RunPresenter(QObject):
             self._paused(e)
         elif isinstance(e, ev.RunResumed):
             self._resumed()
+        elif isinstance(e, ev.StepNotDone):
+            log.info("step %s not done: %s", e.step, e.message.replace("\n", " "))
+            self.main.status.show_message(error_html(e.message, f"Step {e.step} was not done."), "warning",
+                                          NOT_DONE_KEY)
+            if self.tray is not None and not self.main.isVisible():
+                self.tray.notify(f"Deskhand: step {e.step} was not done", e.message.split("\n")[0])
         elif isinstance(e, ev.Notice):
             log.info("notice: %s", e.message)
             self.main.status.show_message(error_html(e.message), "info")
