@@ -49,9 +49,10 @@ def uncovered(rect: tuple[int, int, int, int]) -> tuple[int, int]:
     """A point of `rect` (screen coordinates) that none of Deskhand's windows covers (the marker, the dialog)."""
     x, y, w, h = rect
     ours = [t.frameGeometry() for t in QApplication.topLevelWidgets() if t.isVisible()]
-    for px in range(x + 5, x + w - 5, 5):
-        if not any(r.contains(px, y + h // 2) for r in ours):
-            return px, y + h // 2
+    for py in (y + h // 2, y + 5, y + h - 5):
+        for px in range(x + 5, x + w - 5, 5):
+            if not any(r.contains(px, py) for r in ours):
+                return px, py
     raise AssertionError(f"Deskhand's windows cover all of {rect}")
 
 

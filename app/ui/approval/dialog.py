@@ -3,14 +3,15 @@ note, and the user's answer (approve, edit, skip, reject with feedback, stop). I
 monitor clear of the target, stays where it was between steps when it can, and the hider keeps it out of
 every screenshot. Closing it (or Esc) asks first: that would stop the task.
 
-It appears without taking the keyboard from the window the person is in, holds back what was not meant for it
-(input_guard.py), and gives the keyboard back after a decision (focus_return.py). A risky step is approved only
-by a click on Approve: no key approves it."""
+It appears without taking the keyboard from the window the person is in (and away from the pointer), holds back
+what was not meant for it (input_guard.py), and gives the keyboard back should the window manager give it to it
+anyway, and after a decision (ui/common/focus_return.py). A risky step is approved only by a click on Approve: no
+key approves it."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtCore import QEvent, QMargins, QObject, QPoint, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QCursor, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from app.agent.approval import Decision
@@ -19,16 +20,17 @@ from app.domain.accessible import touches
 from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
 from app.ui.approval import target as at
-from app.ui.approval.focus_return import FocusReturn
 from app.ui.approval.form import REPLAYED_HEADING, THOUGHT_HEADING, ApprovalForm
 from app.ui.approval.input_guard import InputGuard
 from app.ui.approval.screens import available_rect
 from app.ui.bridge.host import Delivered
 from app.ui.common import placement, shortcuts
 from app.ui.common.activation import set_show_without_activating
+from app.ui.common.focus_return import FocusReturn
 from app.ui.common.icons import app_icon
 
 PREFERRED = (820, 740)
+POINTER_CLEARANCE = 32  # px kept between the pointer and the window as it appears
 MINIMUM = (520, 460)
 AUTO_OFF = "Auto-approve is off."
 EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
@@ -59,6 +61,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._frame = QMargins(2, 28, 2, 2)  # the WM's decorations, measured once shown
         self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
+        self._pointer = QPoint(-10_000, -10_000)
         self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
         # the draggable cross-hair on the real screen exists (not where windows cannot be placed at a point of the
         # screen, as on Wayland: see overlay.py): the hint names the one marker there is
@@ -66,7 +69,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.build_form(self)
         self.guard = InputGuard(self, self._is_stop_key)
         self.guard.held_back.connect(self._say_keys_held)
-        self.focus_return = FocusReturn(self._own_windows)
+        self.focus_return = FocusReturn(self._own_windows, self)
         self._wire()
         self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
         self.stop_shortcut.activated.connect(self.stop)
@@ -159,6 +162,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._show_why()
         self.confirm.hide()
         self.avoid = at.keep_out(action, e)
+        self._pointer = QCursor.pos()  # where the pointer is as it appears: not under it (it would take the keys)
         if not self.isActiveWindow():
             self.focus_return.remember()
         self.guard.start()
@@ -167,6 +171,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         set_show_without_activating(self)
         self.show()
         self.raise_()
+        self.focus_return.watch([self])  # should the window manager give it the keyboard, it goes back
         (self.text if ask else self.view).setFocus()  # nothing that acts has the focus when keys start to count
 
     def set_pausing(self, on: bool) -> None:
@@ -195,12 +200,15 @@ class ApprovalDialog(QDialog, ApprovalForm):
         assert e is not None
         area_q = available_rect(*e.monitor_geometry)
         area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
-        if placement.keep(self._last, area, self.avoid, PREFERRED):
+        pointer = self._pointer
+        clear_of = placement.Rect(pointer.x() - POINTER_CLEARANCE, pointer.y() - POINTER_CLEARANCE,
+                                  2 * POINTER_CLEARANCE, 2 * POINTER_CLEARANCE)
+        if placement.keep(self._last, area, self.avoid, PREFERRED, clear_of):
             r = self._last
         else:
-            r = placement.place(area, PREFERRED, self.avoid, MINIMUM)
+            r = placement.place(area, PREFERRED, self.avoid, MINIMUM, clear_of=clear_of)
         assert r is not None
-        r = self._tall_enough(r, area)
+        r = self._tall_enough(r, area, clear_of)
         self._last = r
         f = self._frame
         geometry = QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom())
@@ -208,7 +216,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
             self.guard.moved()  # a click aimed at what was here before must not land on this window
         self.setGeometry(geometry)
 
-    def _tall_enough(self, r: placement.Rect, area: placement.Rect) -> placement.Rect:
+    def _tall_enough(self, r: placement.Rect, area: placement.Rect, clear_of: placement.Rect) -> placement.Rect:
         """The box grown to the height its contents need at its width (the headline and the banners wrap onto
         more lines in a narrow box), where the area allows: a layout squeezed below that draws its parts over
         each other."""
@@ -219,7 +227,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         need = max(inner, layout.totalMinimumSize().height()) + f.top() + f.bottom()
         if r.h >= need:
             return r
-        return placement.place(area, (r.w, need), self.avoid, (r.w, min(need, area.h)))
+        return placement.place(area, (r.w, need), self.avoid, (r.w, min(need, area.h)), clear_of=clear_of)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -383,6 +391,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.event_ = None
         self.stop_shortcut.setEnabled(False)
         self.guard.finish()
+        self.focus_return.unwatch(self)
         self.hide()
         if had_keyboard:
             self.focus_return.give_back()
@@ -393,6 +402,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.event_, self._pausing = None, False
         self.stop_shortcut.setEnabled(False)
         self.guard.finish()
+        self.focus_return.unwatch(self)
         self.hide()
 
     def ask_to_stop(self) -> None:

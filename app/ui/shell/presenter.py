@@ -9,6 +9,7 @@ import collections
 import logging
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QCursor
 
 from app.agent.approval import Decision
 from app.domain import events as ev
@@ -58,6 +59,9 @@ class RunPresenter(QObject):
         self._render_timer = QTimer(self)
         self._render_timer.setInterval(0)
         self._render_timer.timeout.connect(self._render_next)
+        self._back_when_clear = QTimer(self)  # the main window comes back once the pointer is off its place
+        self._back_when_clear.setInterval(150)
+        self._back_when_clear.timeout.connect(lambda: self._come_back(now=False))
         host.delivered.connect(self.on_delivered)
         dialog.decided.connect(self.decide)
         dialog.target_previewed.connect(self._preview_target)
@@ -200,10 +204,20 @@ class RunPresenter(QObject):
             self.main.hide()
             log.info("the main window steps aside: it covers the target")
 
-    def _come_back(self) -> None:
-        if self.main_stepped_aside:
-            self.main_stepped_aside = False
-            self.host.hider.bring_back(self.main)
+    def _come_back(self, now: bool = True) -> None:
+        """The main window back where it was once the step is decided (`now`: also while the pointer rests on
+        its place, as when the run ends; else not before the pointer has left it: a window that comes up under
+        the pointer takes the keyboard from the window the person is typing in, under focus-follows-mouse)."""
+        if not self.main_stepped_aside:
+            self._back_when_clear.stop()
+            return
+        g = self.main.frameGeometry()
+        if not now and g.contains(QCursor.pos()):
+            self._back_when_clear.start()
+            return
+        self._back_when_clear.stop()
+        self.main_stepped_aside = False
+        self.host.hider.bring_back(self.main)
 
     def _paused(self, e: ev.RunPaused) -> None:
         self.paused, self.pause_pending = True, False
@@ -254,7 +268,7 @@ class RunPresenter(QObject):
     def decide(self, step: int, decision: Decision) -> None:
         self.overlay.clear()
         self.host.hider.forget(self.dialog)
-        self._come_back()
+        self._come_back(now=False)
         if decision.auto_approve_safe is not None:
             self.auto_approve = decision.auto_approve_safe
         if not self.host.decide(step, decision):
