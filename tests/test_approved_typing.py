@@ -42,6 +42,7 @@ def line(step: int) -> str:
     return f"{step:03d} echo hello from deskhand"
 
 
+@pytest.mark.timeout(2400)  # a hundred steps, each approved with real clicks, on a busy two-core machine
 def test_a_hundred_approved_typing_steps_arrive_exactly(qtbot, desktop, target, tmp_path):
     def typing(step: int):
         def call(obs):

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.accessible import touches
-from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
+from app.domain.actions import Action, Answer, AskUser, Drag, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
 from app.ui.approval import target as at
 from app.ui.approval.form import REPLAYED_HEADING, THOUGHT_HEADING, ApprovalForm
@@ -39,6 +39,8 @@ EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in th
 RISKY_TAKES_A_CLICK = "A risky step is approved only with a click on Approve: no key approves it."
 KEYS_HELD = ("Keys typed as this window appeared were held back (they looked meant for another window). Click "
              "Approve, or click in this window once to use the keyboard here.")
+DRAG_START_MOVED = ("Moved the drag's start; its end stays where it was (see the words above). Approve to drag from "
+                    "the new point, or move the marker again.")
 APPROVING_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space, Qt.Key.Key_Select)
 
 
@@ -288,12 +290,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._moved_to(px, py, refresh_zoom=done)
 
     def view_end(self, px: float, py: float) -> tuple[float, float] | None:
-        """A drag keeps its vector when its start moves."""
+        """A drag's end stays where it was when its start moves (the person moves the one end they drag)."""
         e = self.event_
-        start, end = (e.target_pixels, at.end_pixels(e.action, e)) if e is not None else (None, None)
-        if start is None or end is None:
-            return None
-        return end[0] + px - start[0], end[1] + py - start[1]
+        return at.end_pixels(e.action, e) if e is not None else None
 
     def _moved_to(self, px: float, py: float, refresh_zoom: bool = True) -> None:
         e = self.event_
@@ -315,7 +314,8 @@ class ApprovalDialog(QDialog, ApprovalForm):
             self.edit_button.blockSignals(True)
             self.edit_button.setChecked(True)  # the step is now "edited"; the picture need not take clicks
             self.edit_button.blockSignals(False)
-            self.edit_hint.setText("Moved. Approve to act at the new point, or drag the marker again.")
+            self.edit_hint.setText(DRAG_START_MOVED if e is not None and isinstance(e.action, Drag) else
+                                   "Moved. Approve to act at the new point, or drag the marker again.")
 
     def edited_action(self) -> Action | None:
         """The action as the user changed it, or None when unchanged."""
