@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="print the task file (without its pictures)")
     show.set_defaults(func=show_task)
-    save = cmds.add_parser("save", help="save a finished run (its number in History) as a task")
+    save = cmds.add_parser("save", help="save a finished run, or one stopped once it had done its job (its number "
+                                        "in History), as a task")
     save.add_argument("run_id", type=int, metavar="RUN")
     save.add_argument("name")
     save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",
