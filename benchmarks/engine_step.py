@@ -50,6 +50,7 @@ def main_modes(a: argparse.Namespace) -> list[tuple[Mode, int]]:
              (Mode("approval", decide_s=a.approval_s, act_s=a.act_s), 1),
              (Mode("auto", act_s=a.act_s), a.repeats),
              (Mode("auto_ahead", act_s=a.act_s, ahead=True), a.repeats),
+             (Mode("auto_no_reuse", act_s=a.act_s, reuse_tiles=False), a.repeats),  # every tile encoded, as before
              (Mode("no_prefetch", prefetch="none", act_s=0.0), 1),
              (Mode("reeval", prefetch="none", act_s=0.0, reeval=True), a.reeval_repeats)]
     if a.tile_budget:  # the user's "Screenshot detail" setting: fewer tiles, a smaller view of the screen
@@ -149,7 +150,8 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         info = engine.load(None, CancelToken())
         loads.append(time.perf_counter() - t0)
-        print(f"load {i + 1}: {loads[-1]:.2f} s on {info.device}", flush=True)
+        print(f"load {i + 1}: {loads[-1]:.2f} s on {info.device}; prompt weights "
+              f"{engine.prompt_weights.describe() if engine.prompt_weights else '?'}", flush=True)
     assert engine is not None
     profile = engine.profile
     logits = probe.logits_sample(engine._session.rt)  # type: ignore[union-attr]
@@ -202,6 +204,7 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
     mem.join(2)
     out = results(a, profile, shots, loads, m, ref, runs, thinking_modes, mem.peaks)
     out["op_profile"] = ops
+    out["prompt_weights"] = engine.prompt_weights.describe() if engine.prompt_weights else ""
     top = np.argsort(-logits)[:10]
     out["logits_sample"] = {"finite": bool(np.isfinite(logits).all()), "top10": [int(t) for t in top],
                             "top10_values": [float(logits[t]) for t in top]}

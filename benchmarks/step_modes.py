@@ -37,9 +37,15 @@ CLICK = {"note": None, "thought": "The settings gear is at the top right; openin
          "tool_call": {"tool_name": "click", "element": "Settings", "x": 912, "y": 64, "button": "left", "count": 1}}
 
 
-def answer_text(rt: Any, n: int | None) -> str:
+def answer_text(rt: Any, n: int | None, profile: Any = None) -> str:
     """The benchmark's answer: the first `n` tokens of a click answer with a long thought (as the tokenizer splits
-    it; the old benchmark's answer), or a whole click answer with a one-line thought."""
+    it; the old benchmark's answer), or a whole click answer with a one-line thought. A profile with native tool
+    calls answers the click as its tool call (a whole one: it has no thought to cut)."""
+    if profile is not None and profile.tool_calls:
+        from app.engine.tool_call import render_call
+
+        call = {k: v for k, v in CLICK["tool_call"].items() if k in ("tool_name", "element", "x", "y")}
+        return render_call(call)
     if n is None:
         return json.dumps({**CLICK, "thought": "Opening the settings to switch the theme."})
     ids = rt.tokenize(json.dumps(CLICK), special=False)[:n]
@@ -123,6 +129,7 @@ class Mode:
     ahead: bool | None = None  # the vision work on the image cache's worker thread (the engine's way) or not
     answer_tokens: int | None = 60  # None: the whole click answer
     tiles: int | None = None  # the tile budget (Settings → Model → Screenshot detail); None: the profile's
+    reuse_tiles: bool = True  # a tile with a held tile's pixels takes its embeddings (the engine's way) or is encoded
 
 
 def configure(engine: LocalEngine, mode: Mode) -> None:
@@ -142,6 +149,7 @@ def configure(engine: LocalEngine, mode: Mode) -> None:
         session.overlap_encode = mode.overlap  # type: ignore[union-attr]
     if mode.ahead is not None:
         session.encode_ahead = mode.ahead  # type: ignore[union-attr]
+    session.images.reuse_tiles = mode.reuse_tiles  # type: ignore[union-attr]
 
 
 def _sampler(engine: LocalEngine, target: str) -> tuple[ForcedSampler, ForcedSampler | ReasoningSampler]:
@@ -159,7 +167,7 @@ def run_mode(engine: LocalEngine, shots: list[Observation], mode: Mode,
     that step i's answer is asked for in (a profiler's mark)."""
     session = engine._session
     assert session is not None
-    target = answer_text(session.rt, mode.answer_tokens)  # type: ignore[attr-defined]
+    target = answer_text(session.rt, mode.answer_tokens, engine.profile)  # type: ignore[attr-defined]
     history: list[PastStep] = []
     rows: list[dict[str, Any]] = []
     tok = CancelToken()

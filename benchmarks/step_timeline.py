@@ -24,6 +24,9 @@ from typing import Any
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 HOST_CATS = {"cuda_runtime", "cuda_driver"}
+# how kernels reach the GPU: CUDA graph launches and captures, or one launch call a kernel
+GRAPH_CALLS = ("cudaGraphLaunch", "cudaStreamBeginCapture", "cudaGraphInstantiate", "cudaGraphExecUpdate",
+               "cudaLaunchKernel")
 WAITS = ("Synchronize", "cudaMemcpy ", "cuMemcpyDtoH", "cuMemcpyHtoD")  # host calls that wait for the GPU
 
 
@@ -96,10 +99,14 @@ def analyze_step(events: list[dict[str, Any]], mark: dict[str, Any], top: int = 
             c[1] += s[1] - s[0]
             c[2] += float(e.get("args", {}).get("bytes", 0))
     waits: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    graph_calls: dict[str, int] = defaultdict(int)
     for e, s in host:
         if _waits(e["name"]):
             waits[e["name"]][0] += 1
             waits[e["name"]][1] += s[1] - s[0]
+        call = next((c for c in GRAPH_CALLS if str(e["name"]).startswith(c)), None)
+        if call is not None:
+            graph_calls[call] += 1
     return {
         "step": mark["name"], "wall_ms": (hi - lo) / 1000, "gpu_busy_ms": busy_us / 1000,
         "gpu_idle_ms": (hi - lo - busy_us) / 1000,
@@ -114,6 +121,7 @@ def analyze_step(events: list[dict[str, Any]], mark: dict[str, Any], top: int = 
                    for k, v in sorted(copies.items(), key=lambda kv: -kv[1][1])],
         "host_waits": [{"call": k, "n": int(v[0]), "ms": v[1] / 1000}
                        for k, v in sorted(waits.items(), key=lambda kv: -kv[1][1])],
+        "graph_calls": {c: graph_calls.get(c, 0) for c in GRAPH_CALLS},
     }
 
 
@@ -143,6 +151,8 @@ def summary(steps: list[dict[str, Any]], title: str) -> str:
         lines += [f"| {c['kind']} | {c['n']} | {c['ms']:.2f} | {c['MB']:.1f} |" for c in s["copies"]]
         lines += ["", "| host call that waits | n | ms |", "|---|---|---|"]
         lines += [f"| {w['call']} | {w['n']} | {w['ms']:.2f} |" for w in s["host_waits"]]
+        launched = ", ".join(f"{k} {v}" for k, v in s.get("graph_calls", {}).items())
+        lines += ["", f"How kernels were launched: {launched}"]
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,34 +53,35 @@ def on_path(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------------------------ catalog
 def test_builtin_catalog_is_valid_and_honest():
+    """Entries name repositories; files, sizes, checksums, commits and licences are read from the hub when chosen
+    (test_hub_listing.py, test_setup_cmd.py), so the catalog states none of them."""
     cat = load_catalog()
     assert cat.default == "holo31-4b"
     for e in cat.models:
+        assert e.repo and re.fullmatch(r"[\w.-]+/[\w.-]+", e.repo) and e.kind in ("gguf", "checkpoint"), e.name
+        assert e.family and e.profile in ("holo31", "holo4", "holotron-12b", "holotron4"), e.name
         files = [q.file for q in e.quantizations] + [e.mmproj]
         for f in files:
-            assert f.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", f.sha256)
-            assert f.sha256 is None or f.size, "a published checksum comes with its published size"
-            assert f.provenance, f"{f.filename}: say where the values come from"
-            assert f.repo is None or re.fullmatch(r"[\w.-]+/[\w.-]+", f.repo)
+            assert f.sha256 is None and f.size is None and not f.resolved, f"{e.name}: read from the hub, not written"
+            assert f.approx_size and f.provenance, f"{e.name} {f.filename}: an estimate and where it comes from"
+            assert f.repo == (e.repo if e.kind == "gguf" else None)
         sizes = [q.file.planning_size or 0 for q in e.quantizations]
         assert sizes == sorted(sizes)
     holo = [e for e in cat.models if e.profile == "holo31"]
     assert [e.name for e in holo] == ["holo31-0.8b", "holo31-4b", "holo31-9b", "holo31-35b-a3b"]
-    for e in holo:
-        assert e.recommend and all(e.downloadable(q) for q in e.quantizations)
-        for f in [q.file for q in e.quantizations] + [e.mmproj]:
-            # nothing of these was readable from the hub here: no checksum, no exact size, no pinned commit
-            assert f.sha256 is None and f.size is None and f.revision == "main" and not f.pinned
-            assert f.approx_size and "not pinned" in e.how_to_get
-    assert cat.get("holo31-35b-a3b").mmproj.repo == "Hcompany/Holo-3.1-35B-A3B-GGUF"
-    # no Holotron GGUF is published: it is converted (issue 12), never downloaded or verified
-    holotron = cat.get("holotron-12b")
-    assert holotron.convert_command == "deskhand model convert holotron-12b" and not holotron.recommend
-    assert not any(holotron.downloadable(q) for q in holotron.quantizations)
-    assert all(not f.verified for f in [q.file for q in holotron.quantizations] + [holotron.mmproj])
-    assert "deskhand model convert --from DIR" in holotron.how_to_get and "Get Holotron-12B…" in holotron.how_to_get
+    assert all(e.recommend and all(e.downloadable(q) for q in e.quantizations) for e in holo)
+    assert [e.name for e in cat.models if e.family in ("Holo4", "Holotron4")] == [
+        "holo4-35b-a3b", "holo4-27b", "holotron4-30b-a3b", "holotron4-30b-a3b-community"]
+    # no Holotron GGUF is published by H Company: they are converted (issue 12), never downloaded
+    for name in ("holotron-12b", "holotron4-30b-a3b"):
+        holotron = cat.get(name)
+        assert holotron.kind == "checkpoint" and holotron.convert_command == f"deskhand model convert {name}"
+        assert not any(holotron.downloadable(q) for q in holotron.quantizations)
+    assert "deskhand model convert --from DIR" in cat.get("holotron-12b").how_to_get
+    community = cat.get("holotron4-30b-a3b-community")
+    assert community.publisher == "abenzerps" and community.community and not community.recommend
     base = cat.get("nemotron-nano-12b-v2-vl")
-    assert base.mmproj.pinned and base.mmproj.verified and not base.recommend
+    assert base.revision == "2b87641797d12e8a316ab509c7752887a6d2660a" and base.mmproj.pinned and not base.recommend
 
 
 def test_user_catalog_adds_and_replaces_entries(tmp_path):
@@ -153,12 +155,58 @@ def test_holotron_quantization_for_a_vram_size(vram_gib, quant, context, layers)
 @pytest.mark.parametrize(("vram_gib", "entry", "quant"), [
     (None, "holo31-0.8b", "Q6_K"),  # the CPU: the smallest model answers soonest
     (2, "holo31-0.8b", "Q6_K"), (4, "holo31-0.8b", "Q6_K"), (6, "holo31-4b", "Q4_K_M"), (7, "holo31-4b", "Q4_K_M"),
-    (8, "holo31-4b", "Q8_0"), (10, "holo31-9b", "Q4_K_M"), (12, "holo31-9b", "Q6_K"), (24, "holo31-35b-a3b", "Q4_K_M"),
+    (8, "holo31-4b", "Q8_0"), (10, "holo31-9b", "Q4_K_M"), (12, "holo31-9b", "Q6_K"),
+    (24, "holo4-35b-a3b", "Q4_K_M"), (80, "holo4-35b-a3b", "Q4_K_M"),  # enough for a 30B-A3B: the current generation
 ])
-def test_the_setup_recommends_holo31_by_gpu_memory(vram_gib, entry, quant):
-    rec = recommend_model(load_catalog(), None if vram_gib is None else int(vram_gib * GiB))
+def test_the_setup_recommends_by_gpu_memory_across_families(vram_gib, entry, quant):
+    rec = recommend_model(load_catalog(), None if vram_gib is None else int(vram_gib * GiB), figures=())
     assert (rec.entry.name, rec.quant.name) == (entry, quant) and rec.fit is not None
     assert ("CPU" in rec.describe()) == (vram_gib is None)
+    if vram_gib and vram_gib >= 24:
+        text = rec.describe()
+        assert "the newest generation that fits (2026-09; files published ready to use)" in text
+        assert "Also fits, under a non-commercial licence: Holo4-27B" in text  # named, never the default
+
+
+def test_measured_step_times_on_this_kind_of_gpu_choose_within_the_newest_generation(tmp_path):
+    """Figures for both current-generation shapes on an H100 (as the GPU runs commit them): the faster one is
+    recommended on an H100 of another make, and says so; on an H200, unmeasured, the published GGUF stays first."""
+    from app.setup.step_figures import StepFigure, load_figures
+
+    figs = (StepFigure("Holotron4-30B-A3B", "NVIDIA H100 80GB HBM3", 0.41, 20, "2026-12-09 10:00 UTC", "a.json"),
+            StepFigure("Holo4-35B-A3B", "NVIDIA H100 80GB HBM3", 0.55, 20, "2026-12-09 10:00 UTC", "b.json"),
+            StepFigure("Holo4-35B-A3B", "NVIDIA H100 80GB HBM3", 0.90, 20, "2026-12-01 10:00 UTC", "old.json"))
+    rec = recommend_model(load_catalog(), 78 * GiB, gpu_name="NVIDIA H100 PCIe", figures=figs)
+    assert (rec.entry.name, rec.quant.name) == ("holotron4-30b-a3b", "Q8_0")
+    assert "the fastest step measured on this kind of GPU among them" in rec.describe()
+    assert "A step takes about 0.41 s on NVIDIA H100 80GB HBM3" in rec.describe()
+    h200 = recommend_model(load_catalog(), 139 * GiB, gpu_name="NVIDIA H200", figures=figs)
+    assert h200.entry.name == "holo4-35b-a3b" and "No step time of its shape has been measured on NVIDIA H200" in \
+        h200.describe()
+    path = tmp_path / "figures.json"
+    path.write_text(json.dumps({"figures": [f.__dict__ for f in figs]}))
+    assert load_figures(path) == figs and load_figures(tmp_path / "none.json") == ()
+
+
+def test_the_committed_step_figures_come_from_the_results():
+    """resources/models/step_figures.json is what benchmarks/step_figures.py makes of benchmarks/results/."""
+    from app.setup.step_figures import load_figures
+    from benchmarks.step_figures import collect
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    assert [f.__dict__ for f in load_figures()] == collect(results)
+
+
+def test_memory_shape_of_a_nemotron_h_moe_header_matches_the_holotron4_entry(tmp_path):
+    from tests.fixtures import gguf_models as gm
+
+    pair = gm.write_skeleton(tmp_path, gm.HOLOTRON4_30B)
+    from app.engine.gguf.header import read_gguf
+
+    shape = memory_shape_of(read_gguf(pair.text).metadata)
+    assert shape == load_catalog().get("holotron4-30b-a3b").memory  # 6 KiB/token, 23 Mamba2 states, 52 layers
+    twelve = memory_shape_of(read_gguf(gm.write_skeleton(tmp_path / "12b").text).metadata)
+    assert twelve.kv_bytes_per_token == 24 * 1024 and twelve.n_layers == 62
 
 
 def test_memory_shape_of_a_qwen35_header_and_the_catalog_agree():
@@ -185,6 +233,22 @@ def test_memory_shape_of_the_tiny_qwen35moe_header_counts_its_layers_kv_and_recu
     assert memory_shape_of(files.text.metadata) == MemoryShape(
         (t.n_layer - linear) * 2 * t.n_head_kv * t.head_dim * 2,
         linear * (conv + t.linear_head_dim * t.value_dim) * 4, t.n_layer)
+
+
+def test_memory_shape_of_a_qwen35_header_with_a_multi_token_prediction_block(holo4_pair):
+    """Qwen3.8-based GGUFs (Holo4-27B's base) count a multi-token-prediction block in block_count: it is an
+    attention block after the trunk, so it adds to the KV cache and never to the Gated-DeltaNet state."""
+    from app.engine.gguf.model_pair import check_model_files
+    from tests.fixtures.qwen35_models import HOLO4_TINY
+
+    files = check_model_files(holo4_pair.text, holo4_pair.mmproj)
+    t = HOLO4_TINY.text
+    assert t.nextn_layers == 1 and files.text.metadata["qwen35.block_count"] == t.n_layer + 1
+    linear = sum(t.is_linear(i) for i in range(t.n_layer))
+    conv = (t.conv_kernel - 1) * (2 * t.key_dim + t.value_dim)
+    assert memory_shape_of(files.text.metadata) == MemoryShape(
+        (t.n_layer - linear + 1) * 2 * t.n_head_kv * t.head_dim * 2,
+        linear * (conv + t.linear_head_dim * t.value_dim) * 4, t.n_layer + 1)
 
 
 def test_without_a_gpu_the_recommendation_says_cpu():
@@ -239,3 +303,17 @@ def test_report_budget_uses_the_largest_gpu_when_offload_works():
     assert report.best is not None and report.best.name == "NVIDIA RTX A6000"
     assert report.budget == (49140 - 1024) * 2**20 and not report.needs_cuda_build
     assert "has CUDA support" in report.device_line()
+
+
+def test_a_conversion_offers_holotron4_no_k_quant_and_takes_the_largest_that_fits():
+    """Holotron4's widths are no multiple of 256 (K-quants fall back to Q5_0/Q8_0 and measured worse:
+    benchmarks/results/quant-fidelity-*): its conversion offers the catalog's Q4_0/Q5_0/Q8_0 and takes the largest
+    whose files fit the GPU entirely; Holotron-12B keeps its K-quants."""
+    from app.setup.convert.plan import K_QUANTS, default_quant, quant_choices, recommended_quant
+
+    catalog = load_catalog()
+    h4, h12 = catalog.get("holotron4-30b-a3b"), catalog.get("holotron-12b")
+    assert quant_choices(h4) == ("Q4_0", "Q5_0", "Q8_0") and quant_choices(h12) == quant_choices(None) == K_QUANTS
+    assert [default_quant(h4, b) for b in (None, 16 * GiB, 24 * GiB, 48 * GiB)] == ["Q5_0", "Q4_0", "Q5_0", "Q8_0"]
+    assert default_quant(h12, 24 * GiB) == recommended_quant(24 * GiB) == "Q8_0"
+    assert default_quant(h12, None) == "Q4_K_M"

@@ -4,6 +4,7 @@ match. Real `deskhand` processes."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import subprocess
@@ -92,3 +93,23 @@ def test_a_desktop_app_option_with_a_command_is_an_error_that_says_so():
     r = _deskhand("--dry-run", "doctor")
     assert r.returncode == 2 and r.stderr.count("usage:") == 1, r.stderr
     assert "--dry-run is an option of the desktop app, not of `deskhand doctor`" in r.stderr, r.stderr
+
+
+def _arguments_without_help(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _arguments_without_help(sub, f"{path} {name}")
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is():
+    from app.__main__ import build_parser
+
+    assert _arguments_without_help(build_parser(), "deskhand") == []
+    text = " ".join(_deskhand("propose", "--help").stdout.split())
+    assert "--screenshot S.png the screenshot the model looks at" in text, text
+    assert "--task TASK the task in words" in text, text

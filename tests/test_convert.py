@@ -30,8 +30,9 @@ from tests.fixtures.hf_checkpoint import CLIP_MEAN, CLIP_STD, write_checkpoint
 pytestmark = [pytest.mark.model, pytest.mark.timeout(1200)]
 
 
-def _deskhand(*args: str, home, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"DESKHAND_HOME": str(home)}
+def _deskhand(*args: str, home, timeout: float = 600, extra: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"DESKHAND_HOME": str(home)} | (extra or {})
     return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -152,3 +153,56 @@ def test_quantize_child_is_killed_on_cancel(tmp_path, tiny_model_pair):
     assert not list(tmp_path.iterdir())
     out = quantize(tiny_model_pair.text, tmp_path / "q.gguf", "Q8_0", progress=progress)
     assert started.is_set() and read_gguf(out).get("general.file_type") == 7
+
+
+def test_holotron4_downloads_at_a_pinned_commit_converts_verifies_and_proposes(convert_tools, converter_shim,
+                                                                               tmp_path, monkeypatch):
+    """A tiny checkpoint in Holotron4-30B-A3B's layout (Nemotron 3 Nano Omni: MoE text model, RADIO vision and a
+    Parakeet audio encoder) from a loopback hub: every file pinned to the listed commit and verified against its
+    SHA-256, converted by llama.cpp's converter (nemotron_h_moe + nemotron_v2_vl/parakeet), the projector written
+    vision-only, quantized to Q5_0, loaded, asked for one step; then used."""
+    from tests.fixtures.hf_checkpoint import HOLOTRON4, checkpoint_files
+    from tests.loopback_hub import LoopbackHub
+
+    monkeypatch.setenv("DESKHAND_TEST_VIT", "64,128,8,4")  # HOLOTRON4's ViT
+    files = checkpoint_files(write_checkpoint(tmp_path / "src", HOLOTRON4))
+    home = _home_with_tools(tmp_path, convert_tools)
+    with LoopbackHub() as hub:
+        for name, data in files.items():
+            hub.add("Hcompany/Holotron4-30B-A3B", name, data, lfs=not name.endswith(".json"),
+                    card={"license": "other", "license_name": "nvidia-open-model-license"})
+        commit = hub._srv.repos["Hcompany/Holotron4-30B-A3B"].commit
+        r = _deskhand("model", "convert", "holotron4-30b-a3b", "--quant", "Q5_0", "--keep-intermediates",
+                      home=home, extra={"HF_ENDPOINT": hub.endpoint, "HF_HUB_CACHE": str(tmp_path / "hf")})
+        shards = [s for s in hub.seen if s.path.startswith("/lfs/")]
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"Hcompany/Holotron4-30B-A3B at commit {commit}" in r.stdout
+    assert "Licence of Hcompany/Holotron4-30B-A3B: NVIDIA Open Model License" in r.stdout
+    assert shards and all(s.status in (200, 206) for s in shards)
+    assert "NemotronH_Nano_Omni_Reasoning_V3: 5 layers (2 Mamba2, 1 attention, 2 MoE of 8 experts), with an audio " \
+           "encoder" in r.stdout
+    assert "Vision-only projector: the audio encoder" in r.stdout
+    folder = home / "data" / "models" / "Holotron4-30B-A3B"
+    text, mmproj = folder / "Holotron4-30B-A3B-Q5_0.gguf", folder / "mmproj-Holotron4-30B-A3B-F16.gguf"
+    t = read_gguf(text)
+    assert t.architecture == "nemotron_h_moe" and t.get("general.file_type") == 8  # Q5_0
+    assert t.get("nemotron_h_moe.expert_count") == 8 and t.get("nemotron_h_moe.expert_used_count") == 2
+    assert t.get("nemotron_h_moe.feed_forward_length") == [0, 96, 0, 0, 96]  # the E layers
+    m = read_gguf(mmproj)
+    assert m.get("clip.projector_type") == "nemotron_v2_vl" and not m.get("clip.has_audio_encoder")
+    assert not any(n.startswith(("a.", "mm.a.")) for n in m.tensors)
+    full = read_gguf(folder / "work" / "Holotron4-30B-A3B-BF16.gguf")  # the text intermediate, kept
+    assert full.architecture == "nemotron_h_moe"
+    assert "Verified: loads on CPU" in r.stdout
+    (entry,) = load_converted(default_paths(home))
+    assert entry.source == f"Hcompany/Holotron4-30B-A3B@{commit}" and entry.quant == "Q5_0"
+    settings = json.loads((home / "config" / "settings.json").read_text())
+    assert settings["text_model"] == str(text) and settings.get("profile", "auto") == "auto"
+
+    shot = tmp_path / "s.png"
+    screenshot(1, (1280, 800)).image.save(shot)
+    p = _deskhand("propose", "--model", str(text), "--mmproj", str(mmproj), "--profile",
+                  str(compact_profile(tmp_path, base="holotron4")), "--screenshot", str(shot), "--task",
+                  "Open the settings", "--ctx", "8192", "--json", home=home)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["tool_call"]["tool_name"]

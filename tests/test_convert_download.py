@@ -45,7 +45,10 @@ def test_the_checkpoint_resumes_after_an_interruption_from_one_commit(hub, files
     commit = hub._srv.repos[REPO].commit
     d = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)
     remote = list_checkpoint(d, REPO, "main")
-    assert remote.commit == commit and {f.name for f in remote.files} == set(files)  # no *.py
+    # every hub repository has its model card (README.md), fetched with the checkpoint; never its Python code
+    assert remote.commit == commit and {f.name for f in remote.files} == set(files) | {"README.md"}
+    shards = [f for f in remote.files if f.name.endswith(".safetensors")]
+    assert shards and all(f.lfs_sha256 == served[f.name].sha256 for f in shards)  # verified against the listing
     assert remote.weight_bytes == sum(len(v) for k, v in files.items() if k.endswith(".safetensors"))
     control = DownloadControl()
 
@@ -60,7 +63,7 @@ def test_the_checkpoint_resumes_after_an_interruption_from_one_commit(hub, files
 
     again = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)  # a new run: only the files remain
     folder = fetch_checkpoint(again, list_checkpoint(again, REPO, "main"))
-    assert folder.name == commit and {p.name for p in folder.iterdir()} == set(files)
+    assert folder.name == commit and {p.name for p in folder.iterdir()} == set(files) | {"README.md"}
     assert all((folder / k).read_bytes() == v for k, v in files.items())
     gets = hub.blob_requests(served[SHARD])
     assert gets[-1].status == 206 and int(gets[-1].headers["range"].removeprefix("bytes=").split("-")[0]) > 0
@@ -134,3 +137,21 @@ def test_cli_takes_the_base_model_at_its_pinned_commit_and_asks_before_installin
     assert "Converting needs a one-time download of about 1.2 GiB" in r.stderr and "--yes" in r.stderr
     assert any(s.path.startswith(f"/{repo}/resolve/{pinned}/config.json") for s in hub.seen)
     assert not (tmp_path / "home" / "data" / "tools").exists()
+
+
+def test_a_non_commercial_checkpoint_is_not_downloaded_without_acknowledgement(hub, files, tmp_path):
+    from app.setup.licence_consent import LicenceConsentNeeded
+
+    for name, data in files.items():
+        hub.add(REPO, name, data, card={"license": "cc-by-nc-4.0"})
+    _, job = _job(tmp_path, hub)
+    with pytest.raises(LicenceConsentNeeded) as e:
+        job.run()
+    assert "NON-COMMERCIAL licence" in e.value.what and "--accept-licence" in e.value.todo
+    assert not any("/resolve/" in s.path or s.path.startswith("/lfs/") for s in hub.seen)  # nothing downloaded
+    lines: list[str] = []
+    _, job = _job(tmp_path, hub, accept_licence=True)
+    job._log = lines.append
+    job._remote()
+    assert any("Licence of Hcompany" in line and "NON-COMMERCIAL" in line for line in lines)
+    assert any("Licence acknowledged" in line for line in lines)

@@ -24,7 +24,8 @@ INSTRUCTIONS = {"FROM", "ARG", "RUN", "COPY", "ADD", "ENV", "WORKDIR", "USER", "
 
 def test_every_shell_script_parses():
     scripts = sorted(DEPLOY.rglob("*.sh"))
-    assert {p.name for p in scripts} >= {"entrypoint.sh", "serve-holotron-12b.sh", "serve-holo31.sh"}
+    assert {p.name for p in scripts} >= {"entrypoint.sh", "serve-holotron-12b.sh", "serve-holo31.sh",
+                                        "serve-holo4.sh", "serve-holotron4.sh"}
     for path in scripts:
         result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, f"{path}: {result.stderr}"
@@ -128,7 +129,7 @@ def test_the_entrypoint_builds_a_deskhand_run_command_that_parses(tmp_path):
 
 
 def test_the_entrypoint_measures_the_server_with_the_apps_model_test(tmp_path):
-    """DESKHAND_EVAL_SUITE: `deskhand eval grounding` with the sample Settings → Model → "Test on this computer"
+    """DESKHAND_EVAL_SUITE: `deskhand eval grounding` with the sample Settings → General → "Test on this computer"
     runs (50 items, seed 0), against the model server, into the output volume; the image's user owns the hub
     cache a volume is mounted on."""
     env = {"PATH": os.environ["PATH"], "DESKHAND_DRY_RUN": "1", "DESKHAND_ENGINE_URL": "http://vllm:8000/v1",
@@ -164,10 +165,20 @@ def test_the_serve_scripts_pass_their_flags_to_vllm(tmp_path):
     fake.chmod(0o755)
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "MAX_NUM_SEQS": "64"}
     for script, model in (("serve-holotron-12b.sh", "Hcompany/Holotron-12B"),
-                          ("serve-holo31.sh", "Hcompany/Holo-3.1-35B-A3B-FP8")):
+                          ("serve-holo31.sh", "Hcompany/Holo-3.1-35B-A3B-FP8"),
+                          ("serve-holo4.sh", "Hcompany/Holo4-35B-A3B-FP8"),
+                          ("serve-holotron4.sh", "Hcompany/Holotron4-30B-A3B")):
         out = subprocess.run(["bash", str(DEPLOY / "vllm" / script)], env=env, capture_output=True, text=True)
         words = out.stdout.splitlines()
         assert out.returncode == 0 and words[:2] == ["serve", model], out.stderr
         flags = dict(itertools.pairwise(words))  # each flag -> the word after it
         assert json.loads(flags["--limit-mm-per-prompt"])["video"] == 0 and flags["--max-num-seqs"] == "64"
         assert "#" not in " ".join(words)  # comments stay out of the command line
+        if script in ("serve-holo4.sh", "serve-holotron4.sh"):  # native tool calls, as the profiles send them
+            from app.engine.family import profile_for_served_model
+
+            assert flags["--tool-call-parser"] == "qwen3_coder" and "--enable-auto-tool-choice" in words
+            assert profile_for_served_model(flags["--served-model-name"]) == script[len("serve-"):-len(".sh")]
+    assert json.loads(dict(itertools.pairwise(subprocess.run(
+        ["bash", str(DEPLOY / "vllm" / "serve-holo4.sh")], env=env, capture_output=True, text=True
+    ).stdout.splitlines()))["--limit-mm-per-prompt"])["image"] == 5  # H's guide; the holo4 profile's budget

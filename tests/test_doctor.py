@@ -13,6 +13,7 @@ import pytest
 from app.domain.settings import Settings, save_settings
 from tests.desktop import REPO, XServer, missing_tools
 from tests.test_catalog_gpu import fake_nvidia_smi
+from tests.test_setup_cmd import file_size
 
 pytestmark = pytest.mark.xdisplay
 
@@ -88,7 +89,7 @@ def test_no_display_and_no_model_fails_with_fixes(tmp_path):
     assert by_name["GPU"]["status"] == "warn" and not by_name["GPU"]["required"]
 
 
-def test_desktop_with_a_good_model_is_ready(servers, home_with_model):
+def test_desktop_with_a_good_model_is_ready(servers, home_with_model, tiny_model_pair):
     run = doctor(base_env(home_with_model, DISPLAY=servers["desktop"].display))
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
@@ -98,6 +99,7 @@ def test_desktop_with_a_good_model_is_ready(servers, home_with_model):
     assert line(out, "Mouse and keyboard").startswith("[ OK ]")
     model = line(out, "Model files")
     assert model.startswith("[ OK ]") and "nemotron_h" in model and "mmproj-nemotron-nano-tiny" in model
+    assert f"(nemotron_h, {file_size(tiny_model_pair.text)})" in model and "0.0 GiB" not in model, model
     # no accessibility bus in this session: a warning that says what is missing, never a blocker
     assert out.rstrip().splitlines()[-1].startswith("Ready. Warnings: GPU, Accessibility lookups, Keyring")
     assert "no D-Bus session bus" in line(out, "Accessibility lookups") and "(optional)" in out

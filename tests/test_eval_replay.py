@@ -132,6 +132,9 @@ def test_a_recorded_run_is_asked_again_with_the_prompts_it_had_and_scored(record
     assert not rows[4]["kind_agrees"] and all(r["seconds"] > 0 for r in rows)
     md = (out / "summary.md").read_text()
     assert "Offline and private" in md and "auto-approve" in md and "[redacted]" in md
+    assert "```" not in md and "| overall | 5 |" in md  # a Markdown table, not a block of fixed-width text
+    page = (out / "report.html").read_text(encoding="utf-8")  # and the same on one page for a browser
+    assert "<td>overall</td><td>5</td>" in page.replace(' class="num"', "") and "Offline and private" in page
     assert oct(out.stat().st_mode & 0o777) == "0o700"
 
 

@@ -161,6 +161,9 @@ def test_eval_tasks_replays_a_saved_task_with_no_model_call_and_says_what_is_bro
     assert [json.loads(line)["name"] for line in lines] == list(by)
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "| sign-in | python | passed | 4 |" in md and "5 task(s) could not be tried or judged" in md
+    assert "```" not in md
+    page = (out / "report.html").read_text(encoding="utf-8").replace(' class="num"', "")
+    assert "<td>sign-in</td><td>python</td><td>passed</td><td>4</td>" in page and "could not be tried" in page
     assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["counts"] == s["counts"]
 
 

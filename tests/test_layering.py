@@ -69,6 +69,7 @@ SUBPACKAGE_FORBIDDEN: dict[str, set[str]] = {
     "setup.convert": set(),
     "eval.replay": {"eval.trial"},
     "eval.trial": {"eval.replay"},
+    "eval.reports": {"eval.replay", "eval.trial"},  # the grounding run's pictures and page: used by both, uses neither
     "ui.": {"ui.bridge", "ui.shell", *UI_WINDOWS},
     "ui.common": {"ui.bridge", "ui.shell", *UI_WINDOWS},  # shared by the windows: never one of them
     "ui.bridge": {"ui.shell", *UI_WINDOWS},

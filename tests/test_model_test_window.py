@@ -1,4 +1,4 @@
-"""Settings → Model → "Test on this computer" on the private Xvfb, a real Qt window driven with pytest-qt: a
+"""Settings → General → "Test on this computer" on the private Xvfb, a real Qt window driven with pytest-qt: a
 benchmark published on a loopback Hugging Face hub (its licence first, downloaded only after "Download and test",
 Stop during the download keeps the part that arrived, and the next test resumes it from that byte), a model server
 on loopback that finds the target in the image it receives, progress, Stop mid-way (the partial result kept and
@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.test_eval_suites import closed_port
 
 pytestmark = pytest.mark.xdisplay
 LEFT = Qt.MouseButton.LeftButton
+SHOTS = os.environ.get("DESKHAND_WIZARD_SHOTS", "")  # where to keep screenshots to look at
 REPO = "OS-Copilot/ScreenSpot-v2"
 
 
@@ -67,6 +69,30 @@ def _window(qtbot, settings: Settings, evals: Path, owner=None) -> ModelTestWind
     w.show()
     qtbot.waitUntil(w.start_button.isEnabled, timeout=10000)
     return w
+
+
+def opened_by(button, qtbot) -> Path:
+    """The file a click on `button` hands to the desktop to open (caught here: no browser starts in a test)."""
+    from PySide6.QtCore import QObject, QUrl, Slot
+    from PySide6.QtGui import QDesktopServices
+
+    class Catch(QObject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.urls: list[QUrl] = []
+
+        @Slot(QUrl)
+        def open(self, url: QUrl) -> None:
+            self.urls.append(url)
+
+    catch = Catch()
+    QDesktopServices.setUrlHandler("file", catch, "open")
+    try:
+        qtbot.mouseClick(button, LEFT)
+    finally:
+        QDesktopServices.unsetUrlHandler("file")
+    assert len(catch.urls) == 1, catch.urls
+    return Path(catch.urls[0].toLocalFile())
 
 
 def _idle(qtbot, w: ModelTestWindow, timeout: int = 60000) -> None:
@@ -156,6 +182,14 @@ def test_download_stop_and_results_kept_for_comparison(qtbot, hub, tmp_path):
         _idle(qtbot, w)
         assert "Found the thing on <b>9 of 12</b>" in w.outcome.text() and "a step (median)" in w.outcome.text()
         assert len(hub.seen) == before
+        # the run's chart beneath the result, and its report a click away (in the person's browser)
+        qtbot.waitUntil(lambda: w.chart.isVisible() and w.report_button.isVisible(), timeout=10000)
+        assert w.chart.pixmap().height() > 200 and w.report_button.text() == "Open report"
+        kept = Path(w.status.text().removeprefix("Kept in ").removesuffix("."))  # this run's folder
+        assert kept.parent == evals and json.loads((kept / "summary.json").read_text())["complete"]
+        assert opened_by(w.report_button, qtbot) == kept / "report.html" and (kept / "report.html").is_file()
+        if SHOTS:
+            w.grab().save(str(Path(SHOTS) / "model-test-done.png"))
         qtbot.waitUntil(lambda: len(_rows(w)) == 3, timeout=10000)
         rows = _rows(w)
         assert "(9/12)" in rows[0][4] and "stopped" in rows[1][5] and "(3/4)" in rows[2][4]
@@ -311,3 +345,17 @@ def test_the_app_lends_its_worker_and_a_task_typed_during_the_test_stays_in_the_
     finally:
         release.set()
         app.shutdown()
+
+
+def test_the_tile_budget_is_named_only_for_a_model_that_cuts_screenshots_into_tiles(qtbot, tmp_path, tiny_model_pair,
+                                                                                   qwen35_pair):
+    tiled = _window(qtbot, Settings(text_model=str(tiny_model_pair.text), mmproj=str(tiny_model_pair.mmproj),
+                                    tile_budget=7), tmp_path / "evals")
+    qtbot.waitUntil(lambda: tiled.tiles is not None, timeout=10000)
+    assert tiled.model_label.text() == f"The model {tiny_model_pair.text.name}, tile budget 7, on this computer."
+    tiled.close()
+    whole = _window(qtbot, Settings(text_model=str(qwen35_pair.text), mmproj=str(qwen35_pair.mmproj),
+                                    tile_budget=7), tmp_path / "evals")
+    qtbot.waitUntil(lambda: whole.tiles is not None, timeout=10000)  # its file's header was read
+    assert whole.model_label.text() == f"The model {qwen35_pair.text.name}, on this computer."  # Holo3.1: no tiles
+    whole.close()

@@ -127,11 +127,12 @@ def test_the_conversion_disk_check_adds_up_checkpoint_and_outputs_on_one_disk(tm
 
 def test_file_metadata_and_the_checkpoint_file_list_come_from_the_resolved_commit(tmp_path):
     """A branch is resolved to its commit once; every later request names that commit, so a push to the branch
-    in the middle cannot mix two versions (the mutation read them from "main")."""
+    in the middle cannot mix two versions (the mutation read them from "main"). The checkpoint's file list and its
+    commit come from one answer of the hub, and its files are then fetched from that commit."""
     import hashlib
 
     from app.setup.catalog import CatalogFile
-    from app.setup.convert.checkpoint_fetch import list_checkpoint
+    from app.setup.convert.checkpoint_fetch import fetch_checkpoint, list_checkpoint
     from app.setup.download import Downloader
     from tests.loopback_hub import LoopbackHub
 
@@ -143,10 +144,12 @@ def test_file_metadata_and_the_checkpoint_file_list_come_from_the_resolved_commi
         downloader = Downloader(cache_dir=tmp_path / "hub", endpoint=hub.endpoint)
         result = downloader.download(CatalogFile("model.gguf", repo, "main", len(data),
                                                  hashlib.sha256(data).hexdigest()))
+        before = len(hub.seen)
         remote = list_checkpoint(downloader, repo, "main")
+        fetch_checkpoint(downloader, remote, only=("config.json",))
         paths = [s.path.split("?")[0] for s in hub.seen]
     assert result.commit == commit and remote.commit == commit
     resolves = [p for p in paths if "/resolve/" in p]
     assert resolves and all(f"/resolve/{commit}/" in p for p in resolves), resolves
-    listing = [p for p in paths if p.startswith("/api/models/")][1:]  # after the one that resolves "main"
-    assert listing and all(p.endswith(f"/revision/{commit}") for p in listing), paths
+    listing = [p for p in paths[before:] if p.startswith("/api/models/")]
+    assert listing == [f"/api/models/{repo}/revision/main"], paths  # one answer: the commit and its files

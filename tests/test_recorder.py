@@ -180,3 +180,35 @@ def test_rows_a_full_disk_kept_out_are_written_once_there_is_room_again(tiny_dis
     assert [s["step"] for s in steps] == [1, 2, 3, 4] and steps[0]["screenshot"] is None
     assert "the disk is full" in steps[0]["error"]
     r.close()
+
+
+def test_an_exported_run_has_a_report_a_browser_shows_with_steps_screenshots_timings_and_duration(tmp_path):
+    import numpy as np
+
+    from tests.headless_chromium import dom, screenshot
+
+    r = _rec(tmp_path)
+    run = r.start_run("Add seven and eight", "Holo3.1-0.8B-Q6_K.gguf", {}, private=False)
+    colours = [(0, 160, 0), (0, 60, 220)]
+    for n, colour in enumerate(colours, 1):
+        r.add_step(run, StepRecord(n, image=Image.new("RGB", (480, 300), colour), description=f"Click '{n + 6}'",
+                                   decision="approve" if n == 1 else "reject", feedback="" if n == 1 else "not 8",
+                                   thought=f"The {n + 6} button.", timings={"total_s": 2.5 * n,
+                                                                          "first_token_s": 0.4}))
+    r.finish_run(run, "answered", "7 + 8 = 15")
+    r.con.execute("UPDATE runs SET started_at = ended_at - 95 WHERE id = ?", (run,))  # a run of 1 min 35 s
+    r.con.commit()
+    folder = export_run(r.con, tmp_path / "runs", run, tmp_path / "out")
+    page = folder / "report.html"
+    text = " ".join(dom(page, tmp_path / "profile").split())
+    for words in ("Add seven and eight", "7 + 8 = 15", "Duration</th><td>1 min 35 s", "Holo3.1-0.8B-Q6_K.gguf",
+                  "Step 1: Click '7'", "Step 2: Click '8'", "5.00 s", "2.50 s", "not 8", "rejected",
+                  "The 7 button."):
+        assert words in text, words
+    steps = run_steps(r.con, run)
+    for s in steps:
+        assert f'src="{s["screenshot"]}"' in text and (folder / s["screenshot"]).is_file()
+    shot = np.asarray(Image.open(screenshot(page, tmp_path / "page.png", (1000, 2400))).convert("RGB")).astype(int)
+    for colour in colours:  # each step's screenshot drawn in the page: the browser loaded the files beside it
+        assert (np.abs(shot - np.array(colour)).max(axis=2) <= 12).sum() > 20000, colour
+    r.close()

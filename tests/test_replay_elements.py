@@ -6,6 +6,7 @@ ways. Each step's record says how its target was found."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -156,3 +157,47 @@ def test_a_button_that_looks_the_same_but_is_named_otherwise_goes_to_the_model(r
         assert rows[0]["counters"].get("replayed", 0) == 0 and rows[0]["element"]["name"] == "Format disk"
     finally:
         qt.request(cmd="rename", widget="save", accessible="Save")
+
+
+def test_a_button_covered_by_another_window_is_not_clicked_through_it(a11y, recorded, qt):
+    """Its picture is gone (restyled) and its name is still in its window's tree, but another window lies over
+    it: what is on top at its place is not the button, so the step goes to the model, never to the cover."""
+    paths, saved = recorded
+    qt.request(cmd="restyle", widget="save", style=RESTYLED)
+    x, y, _, _ = qt.widgets["save"]
+    cover = a11y.qt_window("Cover", (x - 40, y - 60))
+    try:
+        cover.request(cmd="restyle", widget="save", style=RESTYLED)  # its own Save does not look like the recorded
+        wait_until(lambda: pictured(saved) is None, 20, "the restyled button to lose its recorded look")
+        lk = open_lookup(bound_s=2.0)
+        try:  # the cover's own control is what is on top at the button's place
+            wait_until(lambda: (e := lk.element_at(*qt.centre("save"), bound_s=2.0)) is not None
+                       and e.window == "Cover", 20,
+                       "the lookup to name the cover window's control at the button's place (under jwm this needs "
+                       "the window order of issue 41, item 2)")
+        finally:
+            lk.close()
+        before = qt.clicks["save"]
+        model = ScriptedEngine([{"tool_name": "answer", "content": "Covered: not clicked."}])
+        _, engine, rows = replay(paths, saved, lambda token: (model.load(None, token), model)[1])
+        assert (engine.replayed, engine.asked) == (0, 1) and model.loads == 1
+        assert rows[0]["counters"].get("replayed", 0) == 0
+        assert qt.request(cmd="geometry")["clicks"]["save"] == before
+    finally:
+        cover.close()
+        a11y.windows.remove(cover)
+        qt.request(cmd="restyle", widget="save", style="")
+
+
+def test_a_step_whose_element_was_its_window_is_replayed_by_its_picture(recorded, qt):
+    """The recorded element is the window itself (a click on its background): that says nothing of the control,
+    so it is neither compared with the button under the picture nor searched for as if it were the control."""
+    paths, saved = recorded
+    step = saved.steps[0]
+    window = {**step.element, "role": "frame", "name": "Preferences", "box": None, "label": "window “Preferences”"}
+    as_window = replace(saved, steps=(replace(step, element=window), *saved.steps[1:]))
+    before = qt.clicks["save"]
+    _, engine, rows = replay(paths, as_window, NoModel())
+    assert (engine.replayed, engine.asked) == (1, 0)
+    assert (rows[0]["counters"]["replay_pixels"], rows[0]["counters"]["replay_element"]) == (1, 0)
+    wait_until(lambda: qt.request(cmd="geometry")["clicks"]["save"] == before + 1, 20, "the click by its picture")

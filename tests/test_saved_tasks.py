@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from app.domain.paths import default_paths
 from app.domain.settings import Settings
 from app.tasks.replay import ReplayEngine
 from app.tasks.save import save_run
-from app.tasks.saved_task import read_task
+from app.tasks.saved_task import SavedStep, SavedTask, SuccessCheck, read_task
 from app.tasks.store import TaskStore
 from tests.desktop import REPO
 from tests.scripted_engine import ScriptedEngine
@@ -93,7 +94,11 @@ def test_a_saved_run_replays_unchanged_without_the_model(recorded, target):
     no_model = NoModel()
     replay = ReplayEngine(task, task.values({}), no_model)
     result = run(replay, paths, task.render(task.task, task.values({})))
-    assert result.outcome == "answered" and result.answer == "Signed in.", result.message
+    assert result.outcome == "answered", result.message
+    # the answer is plainly the saved run's, with when it was saved: this run did not read the screen
+    assert result.answer.startswith("Did the saved task's 3 steps again; this answer was not read from the screen "
+                                    f"now. The saved run's answer (run {saved.source_run}, saved on ")
+    assert result.answer.endswith("): Signed in.")
     assert no_model.made == 0 and (replay.replayed, replay.asked) == (3, 0)
     assert target.state()["text"] == "alice@example.com"
     target.wait_event("clicked")
@@ -153,6 +158,96 @@ def test_damaged_and_newer_task_files_are_refused_by_name_and_left_as_they_are(r
     assert read_task(store.path("sign in")).name == "sign in"  # the good one still reads
     with pytest.raises(DeskhandError, match="already saved"):
         store.save(saved)
+
+
+def login_script(target: Any, password: str) -> list[dict[str, Any]]:
+    return [{"tool_name": "click", "element": "password field", **at(target.centre("edit"))},
+            {"tool_name": "write", "content": password, "element": "password field", **at(target.centre("edit"))},
+            {"tool_name": "answer", "content": "Logged in."}]
+
+
+def files_holding(root: Path, secret: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_a_replayed_secret_is_redacted_everywhere_and_its_password_step_is_asked_about(target, tmp_path, monkeypatch):
+    """The report's finding 1, through `deskhand task run`: the secret given with --var is typed, but it is in no
+    record (history, trajectory, the run's task text, the terminal), and the password-field step it types is risky
+    on replay: approved only by --auto-approve all, refused (not typed) under the default."""
+    home = tmp_path / "secret-home"
+    monkeypatch.setenv("DESKHAND_HOME", str(home))
+    target.request("move", to=[200, 150])
+    target.request("set_text", text="")
+    target.drain()
+    paths = default_paths().ensure()
+    recorded = run(ScriptedEngine(login_script(target, "Recorded-Pass-1")), paths, "log in as bob")
+    assert recorded.outcome == "answered", recorded.message
+    assert cli("save", str(recorded.run_id), "login").returncode == 0
+    store = TaskStore(paths.tasks)
+    saved = store.load("login")
+    assert [(v.name, v.secret) for v in saved.variables] == [("secret", True)]
+    data = json.loads(store.path("login").read_text(encoding="utf-8"))
+    for step in data["steps"]:  # as where the accessibility tree, not a name, told the password field: on replay
+        step["action"].pop("element", None)  # nothing around the step says "password" any more
+    store.path("login").write_text(json.dumps({**data, "task": "log in as bob with {secret}"}), encoding="utf-8")
+    target.request("set_text", text="")
+
+    replayed = cli("run", "login", "--var", "secret=Hunter2Secret!", "--auto-approve", "all")
+    assert replayed.returncode == 0, replayed.stderr
+    assert target.state()["text"] == "Hunter2Secret!"  # typed where it belongs
+    assert "Hunter2Secret" not in replayed.stdout + replayed.stderr
+    (typed_line,) = [line for line in replayed.stderr.splitlines() if "step 2:" in line]
+    assert typed_line.endswith("then type “[redacted]”")  # asked about (approved by --auto-approve all), not auto
+    assert files_holding(home, "Hunter2Secret") == []  # runs.sqlite3, trajectories, logs
+    con = connect(paths.database)
+    try:
+        run_id = con.execute("SELECT MAX(id) FROM runs").fetchone()[0]
+        task_text = con.execute("SELECT task FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        rows = run_steps(con, run_id)
+    finally:
+        con.close()
+    assert task_text == "log in as bob with [redacted]"
+    typed = rows[1]
+    assert typed["risky"] and typed["verdict"] == "ask" and typed["decision"] == "approve"
+    assert "it types the secret {secret}, which the saved run typed into a password field" in typed["reason"]
+
+    target.request("set_text", text="")
+    refused = cli("run", "login", "--var", "secret=Hunter2Secret!")  # --auto-approve safe: no one to approve it
+    assert refused.returncode != 0
+    assert "step 2: refused: No one is here to approve this step" in refused.stderr
+    assert target.state()["text"] == ""  # not typed
+    assert files_holding(home, "Hunter2Secret") == [] and "Hunter2Secret" not in refused.stderr
+
+
+def test_a_missing_secret_is_asked_for_and_never_typed_empty(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("DESKHAND_HOME", str(tmp_path / "ask-home"))
+    target.request("move", to=[200, 150])
+    target.request("set_text", text="")
+    paths = default_paths().ensure()
+    recorded = run(ScriptedEngine(login_script(target, "Recorded-Pass-2")), paths, "log in")
+    assert recorded.outcome == "answered" and cli("save", str(recorded.run_id), "login").returncode == 0
+    target.request("set_text", text="typed before")
+    for given in ([], ["--var", "secret="]):  # none given, and an empty one: asked for (no terminal: refused)
+        out = cli("run", "login", "--auto-approve", "all", *given)
+        assert out.returncode == 2 and "needs the secret secret" in out.stderr, out.stderr
+    assert target.state()["text"] == "typed before"  # nothing typed, not even an empty password
+
+
+def test_what_task_run_prints_of_a_task_and_its_checks_is_terminal_safe(target, tmp_path, monkeypatch):
+    """A task file is shared: its saved answer and what its check says may hold escape sequences (a window title,
+    a screen clear, a clipboard write); `task run` prints them visibly escaped, and a check's 10 MB is cut."""
+    monkeypatch.setenv("DESKHAND_HOME", str(tmp_path / "escape-home"))
+    evil = "\x1b]0;PWNED\x07\x1b[2J\x1b]52;c;aGk=\x07"
+    code = f"def check(ctx):\n    return {evil!r} + 'x' * 10_000_000\n"
+    task = SavedTask("evil", "Wait a moment", (SavedStep({"tool_name": "wait", "seconds": 1}, "Wait"),),
+                     answer=f"done {evil}", checks=(SuccessCheck("python", "check.py", code=code, timeout_s=60),))
+    TaskStore(default_paths().ensure().tasks).save(task)
+    out = cli("run", "evil", "--auto-approve", "all")
+    assert out.returncode == 6, out.stderr  # answered; the check failed
+    assert "\x1b" not in out.stdout + out.stderr
+    assert "\\x1b]0;PWNED\\x07" in out.stdout and "check FAILED: the Python check check.py passes — \\x1b]0;PWNED" \
+        in out.stderr
+    assert len(out.stderr) < 20_000 and "(9,998,026 more characters)" in out.stderr  # the check's text, cut
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from app.domain.errors import DeskhandError
-from app.tasks.schedule.os_scheduler import Listed, run_arguments, scheduler_for, source_checkout, when_of
+from app.tasks.schedule.os_scheduler import (
+    Listed,
+    run_arguments,
+    scheduler_for,
+    source_checkout,
+    unit_name,
+    when_of,
+)
 
 NS = "{http://schemas.microsoft.com/windows/2004/02/mit/task}"
 # what the schema allows under each element (xs:all unless ORDERED says a sequence), and what it requires
@@ -124,13 +131,16 @@ def windows_split(line: str) -> list[str]:
 
 
 class Commands:
-    """Where schtasks or launchctl would run: the command lines, each answered as `returncode` says."""
+    """Where schtasks or launchctl would run: the command lines, each answered as `returncode` says (a query —
+    schtasks /Query, launchctl print — as `registered` says)."""
 
-    def __init__(self, returncode: int = 0) -> None:
+    def __init__(self, returncode: int = 0, registered: bool = True) -> None:
         self.lines: list[list[str]] = []
-        self.returncode = returncode
+        self.returncode, self.registered = returncode, registered
 
     def __call__(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        if argv[1:2] in (["/Query"], ["print"]):
+            return subprocess.CompletedProcess(argv, 0 if self.registered else 1, "", "")
         self.lines.append(list(argv))
         return subprocess.CompletedProcess(argv, self.returncode, "", "ERROR: Access is denied." if
                                            self.returncode else "")
@@ -164,14 +174,18 @@ def test_a_task_scheduler_task_follows_the_schema_and_runs_the_exact_command_lin
     assert expected[at + 1:] == ["task", "run", "save it", *EXTRA, "--scheduled", "daily 09:30",
                                  "--wait-for-person", "45"]
     assert execute.findtext(f"{NS}WorkingDirectory") == str(source_checkout(argv) or Path.home())
+    # the run gets no more rights than the person has: never "run with highest privileges"
+    assert root.findtext(f"{NS}Principals/{NS}Principal/{NS}RunLevel") == "LeastPrivilege"
 
-    assert "Registered in Task Scheduler as \\Deskhand\\deskhand-task-save-it" in scheduler.enable(schedule)
-    assert commands.lines == [["schtasks", "/Create", "/TN", "\\Deskhand\\deskhand-task-save-it", "/XML", str(path),
-                               "/F"]]
-    assert scheduler.listed() == [Listed("\\Deskhand\\deskhand-task-save-it",
-                                         f"daily from {dt.date.today().isoformat()}T09:30:00")]
+    scheduler.verify(schedule)  # read back: the exact command line, least privilege
+    name = f"\\Deskhand\\{unit_name('save it', when)}"
+    enabled = scheduler.enable(schedule)
+    assert enabled.ok and f"Registered in Task Scheduler as {name}" in enabled.said
+    assert commands.lines == [["schtasks", "/Create", "/TN", name, "/XML", str(path), "/F"]]
+    assert scheduler.listed() == [Listed(name, "save it", when, True)]
+    assert scheduler.listed()[0].describe() == f"“save it” every day at 09:30 — enabled ({name})"
     assert scheduler.remove("save it") == [path] and not path.exists()
-    assert commands.lines[-1] == ["schtasks", "/Delete", "/TN", "\\Deskhand\\deskhand-task-save-it", "/F"]
+    assert commands.lines[-1] == ["schtasks", "/Delete", "/TN", name, "/F"]
     with pytest.raises(DeskhandError, match="has no schedule"):
         scheduler.remove("save it")
 
@@ -186,8 +200,10 @@ def test_a_task_for_one_date_is_a_time_trigger_and_a_refusal_says_the_command_to
     trigger = root.find(f"{NS}Triggers/{NS}TimeTrigger")
     assert trigger is not None and trigger.findtext(f"{NS}StartBoundary") == "2031-02-03T07:05:00"
     assert root.find(f"{NS}Triggers/{NS}CalendarTrigger") is None
-    said = scheduler.enable(schedule)
-    assert "Task Scheduler refused it (ERROR: Access is denied.)" in said and "schtasks /Create /TN" in said
+    enabled = scheduler.enable(schedule)
+    assert not enabled.ok
+    assert "Task Scheduler refused it (ERROR: Access is denied.)" in enabled.said
+    assert "schtasks /Create /TN" in enabled.said
 
 
 def test_the_schema_check_sees_what_breaks_it():
@@ -213,26 +229,29 @@ def test_a_launchd_agent_runs_the_exact_arguments_at_its_calendar_interval(tmp_p
     env = {"DESKHAND_HOME": "/Users/me/Desk hand"}
     schedule = scheduler.write("save it", when, argv, env)
     (path,) = schedule.files
-    assert path == tmp_path / "LaunchAgents" / "org.deskhand.task.save-it.plist"
+    label = "org.deskhand.task." + unit_name("save it", when).removeprefix("deskhand-task-")
+    assert path == tmp_path / "LaunchAgents" / f"{label}.plist"
     job = plistlib.loads(path.read_bytes())
-    assert job["Label"] == "org.deskhand.task.save-it" and job["ProgramArguments"] == argv
+    assert job["Label"] == label and job["ProgramArguments"] == argv
     assert job["StartCalendarInterval"] == {"Hour": 21, "Minute": 5}
     assert job["EnvironmentVariables"] == env and job["RunAtLoad"] is False
     assert job["WorkingDirectory"] == str(source_checkout(argv) or Path.home())
-    assert job["StandardErrorPath"].endswith("org.deskhand.task.save-it.log")
+    assert job["StandardErrorPath"].endswith(f"{label}.log")
 
-    assert "Loaded into launchd as org.deskhand.task.save-it" in scheduler.enable(schedule)
+    scheduler.verify(schedule)
+    enabled = scheduler.enable(schedule)
+    assert enabled.ok and f"Loaded into launchd as {label}" in enabled.said
     uid = os.getuid()
-    assert commands.lines == [["launchctl", "bootout", f"gui/{uid}/org.deskhand.task.save-it"],
+    assert commands.lines == [["launchctl", "bootout", f"gui/{uid}/{label}"],
                               ["launchctl", "bootstrap", f"gui/{uid}", str(path)]]
-    assert scheduler.listed() == [Listed("org.deskhand.task.save-it", "daily at 21:05")]
+    assert scheduler.listed() == [Listed(label, "save it", when, True)]
     once = when_of("2031-02-03 07:05", None)
     other = scheduler.write("report", once, run_arguments("report", once, [], 60), {})
     assert plistlib.loads(other.files[0].read_bytes())["StartCalendarInterval"] == {"Hour": 7, "Minute": 5,
                                                                                     "Day": 3, "Month": 2}
     assert scheduler.remove("save it") == [path] and not path.exists()
-    assert commands.lines[-1] == ["launchctl", "bootout", f"gui/{uid}/org.deskhand.task.save-it"]
-    assert [s.name for s in scheduler.listed()] == ["org.deskhand.task.report"]
+    assert commands.lines[-1] == ["launchctl", "bootout", f"gui/{uid}/{label}"]
+    assert [(s.task, s.when) for s in scheduler.listed()] == [("report", once)]
 
 
 def test_an_unknown_platform_is_refused_by_name():

@@ -85,3 +85,41 @@ def test_get_holotron_converts_with_progress_stop_and_resume(make_wizard, qtbot,
     saved = load_settings(home.settings_file).settings
     assert saved.text_model == entry.text and saved.mmproj == entry.mmproj and saved.setup_done
     assert json.loads(home.settings_file.read_text())["text_model"] == entry.text
+
+
+def test_get_holotron4_offers_its_quantizations_and_asks_for_a_non_commercial_licence(
+        make_wizard, qtbot, server, tmp_path):  # noqa: F811
+    """“Get Holotron4-30B-A3B…” opens the conversion page on Holotron4's checkpoint with the quantizations its widths
+    allow (no K-quant; Q5_0 without a GPU) and its own sizes; a licence that needs acknowledging stops the job before
+    anything is downloaded, is named, and Start waits for the box."""
+    repo = "Hcompany/Holotron4-30B-A3B"
+    for name, data in checkpoint_files(write_checkpoint(tmp_path / "source")).items():
+        server.add(repo, name, data, lfs=not name.endswith(".json"), card={"license": "cc-by-nc-4.0"})
+    w = make_wizard()
+    w.next()
+    choose = w.choose_page
+    choose.download.setChecked(True)
+    select_entry(choose, "holotron4-30b-a3b")
+    assert choose.get_button.isVisible() and choose.get_button.text() == "Get Holotron4-30B-A3B…"
+    qtbot.mouseClick(choose.get_button, qtbot_button())
+    page = w.convert_page
+    assert w.currentPage() is page and page.title() == "Get Holotron4-30B-A3B"
+    qtbot.waitUntil(lambda: page.tools is not None, timeout=10000)
+    assert page.repo_combo.currentData() == repo
+    assert [page.quant_combo.itemData(i) for i in range(page.quant_combo.count())] == ["Q4_0", "Q5_0", "Q8_0"]
+    assert page.quant_combo.currentData() == "Q5_0"  # no GPU here: the faithful middle one
+    assert "(≈ 61.5 GiB)" in page.plan_label.text()  # 66.0 GB
+    page.tools_box.setChecked(True)  # not installed here: the licence stops the job first
+    assert page.licence_box.isHidden() and page.start_button.isEnabled()
+
+    qtbot.mouseClick(page.start_button, qtbot_button())
+    qtbot.waitUntil(lambda: page.state == "idle" and bool(page.status.text()), timeout=30000)
+    assert "NON-COMMERCIAL" in page.status.text() and "CC-BY-NC-4.0" in page.status.text()
+    assert not [s for s in server.seen if s.path.startswith("/lfs/")]  # nothing was downloaded
+    assert page.licence_box.isVisible() and not page.start_button.isEnabled()
+    page.licence_box.setChecked(True)
+    assert page.start_button.isEnabled() and page.request().accept_licence
+    page.quant_combo.setCurrentIndex(page.quant_combo.findData("Q8_0"))
+    page.repo_combo.setCurrentIndex(page.repo_combo.findData("Hcompany/Holotron-12B"))  # another model: asked anew
+    assert page.title() == "Get Holotron-12B" and page.licence_box.isHidden()
+    assert [page.quant_combo.itemData(i) for i in range(page.quant_combo.count())] == ["Q4_K_M", "Q5_K_M", "Q8_0"]

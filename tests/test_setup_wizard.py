@@ -23,6 +23,17 @@ from tests.test_setup_cmd import TINY_REPO, write_catalog
 SHOTS = os.environ.get("DESKHAND_WIZARD_SHOTS", "")
 
 
+@pytest.fixture(autouse=True)
+def no_hub(monkeypatch):
+    """No test reaches huggingface.co: without the loopback hub, the hub's address is a closed port (a model's files
+    cannot be read, which the page says)."""
+    from tests.test_download import socket_closed
+
+    with socket_closed() as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        yield
+
+
 @pytest.fixture
 def server(monkeypatch):
     with LoopbackHub() as hub:
@@ -107,9 +118,11 @@ def test_gpu_page_with_a_gpu_and_a_cpu_build_shows_the_rebuild_command(make_wiza
     assert "NVIDIA RTX A6000 with 48.0 GiB of memory" in page.gpu_label.text() and "and 1 more" in page.gpu_label.text()
     assert "installed without support for graphics cards" in page.build_label.text()
     assert "Suggested model (once graphics card support is installed):" in page.recommend_label.text()
-    assert ("Holo3.1-35B-A3B (H Company, official GGUF), Q4_K_M. Fits on the GPU with a 32,768-token context"
+    assert ("Holo4-35B-A3B (H Company, official GGUF), Q4_K_M. Fits on the GPU with a 32,768-token context"
+            in page.recommend_label.text())  # 48 GiB: the current generation, and why
+    assert "the newest generation that fits" in page.recommend_label.text()
+    assert ("Next page: download the Q4_K_M text model + vision projector of Hcompany/Holo4-35B-A3B-GGUF, ≈ 20.4 GiB"
             in page.recommend_label.text())
-    assert "Next page: download q4_k_m.gguf + mmproj.f16.gguf, ≈ 20.7 GiB" in page.recommend_label.text()
     assert not page.rebuild_row.isHidden()
     assert page.rebuild_edit.text().endswith('CMAKE_ARGS="-DGGML_CUDA=on" bash installers/source/install.sh --cuda')
     page.copy_button.click()
@@ -157,23 +170,24 @@ def select_entry(page, name: str) -> None:
 
 def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, server, qwen35_pair, tmp_path):
     home = default_paths()
-    text, mm = write_catalog(home.config.parent, server, qwen35_pair, mmproj_sha=False, delay=0.04)
+    text, mm = write_catalog(home.config.parent, server, qwen35_pair, delay=0.04)
     w = make_wizard()
     w.next()
     page = w.choose_page
     page.download.setChecked(True)
     select_entry(page, "tiny")
-    assert "Test licence" in page.entry_info.text() and "no checksum in the catalog" in page.entry_info.text()
-    assert f"From {TINY_REPO} on Hugging Face: tiny-text.gguf + tiny-mmproj.gguf" in page.entry_info.text()
-    assert page.unverified_box.isVisible() and not page.download_button.isEnabled()  # consent first
-    assert "still checked against the SHA-256" in page.unverified_note.text() and page.unverified_note.isVisible()
+    # the files, their sizes and SHA-256, the commit and the licence are read from the hub before anything else
+    qtbot.waitUntil(lambda: "Licence (from the model card)" in page.entry_info.text(), timeout=15000)
+    info = page.entry_info.text()
+    commit = server._srv.repos[TINY_REPO].commit
+    assert f"SHA-256 {hashlib.sha256(text).hexdigest()[:12]}…" in info and f"{TINY_REPO} @ {commit[:12]}" in info
+    assert "Apache-2.0" in info and f"From {TINY_REPO} on Hugging Face: tiny-text.gguf + tiny-mmproj.gguf" in info
+    assert not page.unverified_box.isVisible() and not page.licence_box.isVisible()
     label = page.entry_combo.currentText()  # the list says how big each choice is, and which one fits here
     assert label.startswith("Tiny") or "tiny" in label.lower()
     assert any(u in label for u in ("KiB", "MiB", "GiB", " B")), label
     assert any("recommended here" in page.entry_combo.itemText(i) for i in range(page.entry_combo.count()))
-    assert "tick the box above" in page.download_reason.text()  # and it says why the button is grey
     assert page.progress_bar.isHidden()  # no empty bar that reads as a text field
-    page.unverified_box.setChecked(True)
     assert page.download_button.isEnabled() and page.download_reason.text() == ""
 
     qtbot.mouseClick(page.download_button, qtbot_button())
@@ -190,9 +204,9 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     resumed = [s for s in server.seen if s.path.startswith("/lfs/") and s.method == "GET"]
     assert any(s.status == 206 for s in resumed)  # the file that was paused continued where it stopped
     status = page.download_status.text()
-    assert "✓ tiny-text.gguf: SHA-256 checksum verified" in status and page.isComplete()
-    assert f"tiny-mmproj.gguf: matches the hub's SHA-256 ({hashlib.sha256(mm).hexdigest()[:16]}…)" in status
-    assert "not pinned by Deskhand's catalog" in status
+    for name in ("tiny-text.gguf", "tiny-mmproj.gguf"):
+        assert f"✓ {name}: SHA-256 verified against Hugging Face's listing of commit {commit[:12]}" in status
+    assert page.isComplete()
     assert "✓ The model loads: Qwen3.5 tiny (random weights) on CPU" in status
     assert page.progress_bar.value() == 1000
     folder = cache_folder() / "snapshots" / server._srv.repos[TINY_REPO].commit
@@ -213,6 +227,41 @@ def test_download_with_pause_resume_and_finish_persists(make_wizard, qtbot, serv
     assert should_show_setup(Settings())
 
 
+def test_a_non_commercial_licence_must_be_accepted_before_the_download(make_wizard, qtbot, server, qwen35_pair):
+    home = default_paths()
+    write_catalog(home.config.parent, server, qwen35_pair, card={"license": "cc-by-nc-4.0"})
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "tiny")
+    qtbot.waitUntil(lambda: page.licence_box.isVisible(), timeout=15000)
+    assert "CC-BY-NC-4.0" in page.entry_info.text() and "NON-COMMERCIAL" in page.entry_info.text()
+    assert "a NON-COMMERCIAL licence: you may use it only for non-commercial purposes" in page.licence_box.text()
+    assert not page.download_button.isEnabled() and "accept its licence" in page.download_reason.text()
+    page.licence_box.setChecked(True)
+    assert page.download_button.isEnabled()
+    qtbot.mouseClick(page.download_button, qtbot_button())
+    qtbot.waitUntil(lambda: page.checked["download"] is not None, timeout=30000)
+    from app.setup.licence_consent import consent_file
+
+    assert "cc-by-nc-4.0" in consent_file(home).read_text()  # remembered: not asked again for this model
+
+
+def test_a_hub_that_cannot_be_reached_is_said_and_nothing_downloads(make_wizard, qtbot, qwen35_pair, tmp_path):
+    home = default_paths()
+    with LoopbackHub() as hub:  # its catalog entry names a repository; the hub is the closed port of no_hub
+        write_catalog(home.config.parent, hub, qwen35_pair)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.download.setChecked(True)
+    select_entry(page, "tiny")
+    qtbot.waitUntil(lambda: "Could not reach" in page.entry_info.text(), timeout=30000)
+    assert not page.download_button.isEnabled()
+    assert "could not be read from Hugging Face" in page.download_reason.text()
+
+
 def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, qwen35_pair, tmp_path):
     home = default_paths()
     write_catalog(home.config.parent, server, qwen35_pair, delay=0.04)
@@ -221,6 +270,7 @@ def test_cancel_deletes_the_partial_download(make_wizard, qtbot, server, qwen35_
     page = w.choose_page
     page.download.setChecked(True)
     select_entry(page, "tiny")
+    qtbot.waitUntil(lambda: page.download_button.isEnabled(), timeout=15000)
     assert not page.unverified_box.isVisible()
     qtbot.mouseClick(page.download_button, qtbot_button())
     qtbot.waitUntil(lambda: "/s · " in page.progress_label.text() and " left" in page.progress_label.text(),
@@ -241,6 +291,7 @@ def test_closing_during_a_download_keeps_it_for_later(make_wizard, qtbot, server
     page = w.choose_page
     page.download.setChecked(True)
     select_entry(page, "tiny")
+    qtbot.waitUntil(lambda: page.download_button.isEnabled(), timeout=15000)
     qtbot.mouseClick(page.download_button, qtbot_button())
     qtbot.waitUntil(lambda: " of " in page.progress_label.text(), timeout=10000)
     w.reject()
@@ -318,3 +369,84 @@ def test_run_again_from_settings_starts_from_the_files_in_use(make_wizard, qtbot
     assert page.text_edit.text() == str(tiny_model_pair.text) and page.mmproj_edit.text() == str(tiny_model_pair.mmproj)
     w.next()
     assert "belong together" in wait_check(qtbot, page, "✓") and page.existing.isChecked()
+
+
+def answer_file_dialog(path: Path) -> dict[str, str]:
+    """Answers the next real file dialog with `path`, as a person types it (again while the dialog still reads its
+    folder); what it showed first ("folder") once it has been answered. Never left open: past 30 s it is cancelled
+    and the test fails on what it did not see."""
+    import time
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    seen: dict[str, str] = {}
+    answered: list[QFileDialog] = []  # the one dialog this answers (never the next one a test opens)
+    give_up = time.monotonic() + 30
+
+    def look() -> None:
+        dialog = QApplication.activeModalWidget()
+        if isinstance(dialog, QFileDialog) and (not answered or dialog is answered[0]):
+            if not answered:
+                answered.append(dialog)
+                seen["folder"] = dialog.directory().absolutePath()
+            if time.monotonic() > give_up:
+                dialog.reject()
+                return
+            name = dialog.findChild(QLineEdit, "fileNameEdit")  # the dialog's "File name" field
+            name.setText(str(path))
+            dialog.accept()
+        elif answered or time.monotonic() > give_up:
+            return  # answered (or never shown)
+        QTimer.singleShot(100, look)
+
+    QTimer.singleShot(50, look)
+    return seen
+
+
+def test_the_vision_file_beside_the_model_is_proposed_and_its_browse_starts_there(make_wizard, qtbot, tmp_path,
+                                                                                  tiny_model_pair):
+    one, two = tmp_path / "one" / "Holo", tmp_path / "two"
+    for folder, projectors in ((one, ["mmproj-Holo-F16.gguf"]), (two, ["mmproj-a-F16.gguf", "mmproj-b-F32.gguf"])):
+        folder.mkdir(parents=True)
+        shutil.copy(tiny_model_pair.text, folder / "Holo-Q4_K_M.gguf")
+        for name in projectors:
+            shutil.copy(tiny_model_pair.mmproj, folder / name)
+    w = make_wizard()
+    w.next()
+    page = w.choose_page
+    page.existing.setChecked(True)
+
+    default_paths().models.mkdir(parents=True, exist_ok=True)
+    seen = answer_file_dialog(one / "Holo-Q4_K_M.gguf")
+    qtbot.mouseClick(page.text_browse, qtbot_button())
+    assert seen["folder"] == str(default_paths().models)  # nothing chosen yet: Deskhand's models folder
+    # the only mmproj beside it is filled in, and checked with the model
+    qtbot.waitUntil(lambda: page.mmproj_edit.text() == str(one / "mmproj-Holo-F16.gguf"), timeout=10000)
+    assert "belong together" in wait_check(qtbot, page, "✓") and page.isComplete()
+    assert "mmproj-Holo-F16.gguf lies beside this model, so it is filled in" in page.beside_label.text()
+    shot(w, "4b-choose-page-vision-file-proposed", tmp_path)
+
+    # the person may change it: the Browse starts in the model's folder
+    seen = answer_file_dialog(one / "mmproj-Holo-F16.gguf")
+    qtbot.mouseClick(page.mmproj_browse, qtbot_button())
+    assert seen["folder"] == str(one)
+
+    # a model with several beside it: none is guessed (the earlier proposal goes), they are listed
+    seen = answer_file_dialog(two / "Holo-Q4_K_M.gguf")
+    qtbot.mouseClick(page.text_browse, qtbot_button())
+    assert seen["folder"] == str(one)
+    qtbot.waitUntil(lambda: "2 vision files lie beside this model" in page.beside_label.text(), timeout=10000)
+    assert "mmproj-a-F16.gguf, mmproj-b-F32.gguf" in page.beside_label.text() and page.mmproj_edit.text() == ""
+    assert not page.isComplete()
+    shot(w, "4c-choose-page-two-vision-files", tmp_path)
+    seen = answer_file_dialog(two / "mmproj-b-F32.gguf")
+    qtbot.mouseClick(page.mmproj_browse, qtbot_button())
+    assert seen["folder"] == str(two) and page.mmproj_edit.text() == str(two / "mmproj-b-F32.gguf")
+    assert "belong together" in wait_check(qtbot, page, "✓")
+
+    # the person's own choice is never replaced by a later proposal
+    page.text_edit.setText(str(one / "Holo-Q4_K_M.gguf"))
+    page._propose_vision_file()
+    qtbot.waitUntil(lambda: page.beside_label.isHidden(), timeout=10000)
+    assert page.mmproj_edit.text() == str(two / "mmproj-b-F32.gguf")  # (a mismatch the check then names)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from app.tasks.region_check import compare_region, recorded_region
 from app.tasks.save import python_check
 from app.tasks.saved_task import SavedStep, SavedTask, SuccessCheck, from_json, read_task
 from app.tasks.suite.task_files import BrokenTask, SuiteTask, load_suite
+from tests.desktop import REPO
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # fonts-dejavu-core, which Deskhand's Qt needs
 
@@ -65,27 +70,41 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
+def _running_with(marker: str) -> list[int]:
+    """The processes (as this process numbers them) whose command line holds `marker`, zombies left out: a check
+    may run in a PID namespace of its own, where the numbers it sees are not these."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes() and not _gone(int(proc.name)):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
 def test_a_hanging_check_is_stopped_with_what_it_started(tmp_path):
-    """The check starts a process of its own (which says its pid, then would run on), then hangs: both end."""
-    pid_file = tmp_path / "grandchild.pid"
-    grandchild = (f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+    """The check starts a process of its own (which says it started, then would run on), then hangs: both end."""
+    started = tmp_path / "grandchild.started"
+    marker = f"deskhand-check-grandchild-{uuid.uuid4().hex}"
+    grandchild = (f"# {marker}\nimport pathlib, time\npathlib.Path({str(started)!r}).write_text('yes')\n"
                   "time.sleep(600)\n")
     code = ("import subprocess, sys, time\n"
             "from pathlib import Path\n"
             "def check(ctx):\n"
             f"    subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
-            f"    while not Path({str(pid_file)!r}).exists():\n"
+            f"    while not Path({str(started)!r}).exists():\n"
             "        time.sleep(0.05)\n"
             "    while True:\n"
             "        time.sleep(1)\n")
     got = outcome(code, tmp_path, timeout=10)  # room for both to start on a busy machine
     assert got.status == "broken" and "did not finish within 10 s and was stopped" in got.said
-    assert pid_file.exists(), "the check's own process never started: nothing was tested"
-    pid = int(pid_file.read_text())
+    assert started.exists(), "the check's own process never started: nothing was tested"
     end = time.monotonic() + 30
-    while not _gone(pid) and time.monotonic() < end:  # SIGKILL is sent before the outcome; this waits for it
+    while _running_with(marker) and time.monotonic() < end:  # SIGKILL is sent before the outcome; this waits
         time.sleep(0.05)
-    assert _gone(pid), "the process the check started survived it"
+    assert not _running_with(marker), "the process the check started survived it"
 
 
 def test_a_check_file_is_refused_before_it_is_kept_when_it_cannot_work(tmp_path):
@@ -196,6 +215,9 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
     write_task(tmp_path / "j-saved-missing", {**base, "saved_task": "nope.deskhand-task.json"})
     write_task(tmp_path / "k-command", {**base, "app": {"command": "mousepad"}})
     (tmp_path / "l-empty").mkdir()
+    write_task(tmp_path / "m-deep", '{"a": ' * 100_000 + "1" + "}" * 100_000)
+    (tmp_path / "n-fifo").mkdir()
+    os.mkfifo(tmp_path / "n-fifo" / "task.json")  # no one writes to it: reading it would wait for ever
     entries = {e.name: e for e in load_suite(tmp_path)}
     assert isinstance(entries["a-good"], SuiteTask) and entries["a-good"].max_steps == 15
     said = {n: e.problem for n, e in entries.items() if isinstance(e, BrokenTask)}
@@ -212,6 +234,8 @@ def test_each_broken_task_folder_is_said_by_name_and_the_good_ones_still_load(tm
         "j-saved-missing": said["j-saved-missing"],
         "k-command": "task.json: “app”'s “command” should be a list of texts (the program, then its arguments)",
         "l-empty": "task.json is missing (every task folder needs one)",
+        "m-deep": "task.json is nested too deeply to be a suite task",
+        "n-fifo": "task.json is a named pipe (FIFO), not a task file",
     }
     assert said["g-typo"].startswith("task.json: unknown key “max_step” (known: app, auto_approve")
     assert said["i-check-syntax"].startswith("check.py does not compile: ")
@@ -244,6 +268,8 @@ def test_a_task_file_with_a_python_check_is_imported_only_when_its_code_is_trust
     assert refused.returncode == 2, refused.stderr
     assert "holds a Python success check (check.py, 4 lines)" in refused.stderr
     assert "Nothing was imported" in refused.stderr and "--trust-python-check" in refused.stderr
+    # its code is shown where it is refused: a one-line check that only runs another file shows that it does
+    assert f"Its code begins:\n    import pathlib\n    pathlib.Path({str(marker)!r}).touch()" in refused.stderr
     assert cli("list").stdout.startswith("No saved tasks yet.")
     trusted = cli("import", str(shared), "--trust-python-check")
     assert trusted.returncode == 0, trusted.stderr
@@ -277,3 +303,58 @@ def test_a_python_check_s_variables_never_reach_a_file(tmp_path):
             "    return f'the password is in {holding}' if holding else True\n")
     got = outcome(code, tmp_path, vars={"password": "s3cret-passw0rd"})
     assert got.passed, got.said
+
+
+def test_a_check_s_own_timeout_is_the_one_that_stops_it(tmp_path):
+    """The task's check says 1 s: it is stopped after 1 s (not the default 20), through the path `task run` takes."""
+    from app.tasks.checks import CheckPlace, run_checks
+
+    code = "import time\ndef check(ctx):\n    time.sleep(120)\n    return True\n"
+    task = SavedTask("slow", "Wait", (SavedStep({"tool_name": "wait", "seconds": 1}),),
+                     checks=(SuccessCheck("python", "slow.py", code=code, timeout_s=1.0),))
+    (result,) = run_checks(task, {}, CheckPlace(home=tmp_path, work=tmp_path))
+    assert result.broken and "slow.py did not finish within 1 s and was stopped" in result.said
+
+
+def test_what_a_check_says_is_cut_to_a_readable_length(tmp_path):
+    got = outcome("def check(ctx):\n    return 'x' * 10_000_000\n", tmp_path)
+    assert got.status == "failed" and len(got.said) < 2100 and got.said.endswith("(9,998,000 more characters)")
+
+
+CALLER = """
+import json, sys
+from pathlib import Path
+from app.tasks.python_check import CheckRequest, run_python_check
+work = Path(sys.argv[1])
+out = run_python_check(CheckRequest(sys.stdin.read(), str(work / "check.py"), work, work), 60)
+print(json.dumps([out.status, out.said]))
+"""
+
+
+def caller(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """A process in Deskhand's place, running a check: whether it survives the check is what is tested."""
+    return subprocess.run([sys.executable, "-c", CALLER, str(tmp_path)], input=code, capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_a_check_that_signals_its_parent_does_not_end_deskhand(tmp_path):
+    done = caller("import os\ndef check(ctx):\n    os.kill(os.getppid(), 9)\n    return 'still here'\n", tmp_path)
+    assert done.returncode == 0, (done.returncode, done.stderr)  # the process that ran the check lives on
+    status, said = json.loads(done.stdout)
+    assert status in ("broken", "failed"), said  # its worker ended, or (in a PID namespace) the signal went nowhere
+
+
+def test_in_a_pid_namespace_a_check_cannot_signal_deskhand_at_all(tmp_path):
+    probe = ["unshare", "--user", "--map-current-user", "--pid", "--fork", "true"]
+    if not sys.platform.startswith("linux") or subprocess.run(probe, capture_output=True).returncode != 0:
+        pytest.skip("this kernel lets no user make a PID namespace: only the check's parent is kept from Deskhand")
+    code = ("import os, sys\ndef check(ctx):\n"
+            "    os.kill(int(open(os.environ['DESKHAND_CALLER_PID_FILE']).read()), 9)\n    return True\n")
+    pid_file = tmp_path / "caller.pid"
+    script = f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n" + CALLER
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=code, capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO),
+                                                      "DESKHAND_CALLER_PID_FILE": str(pid_file)})
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    status, said = json.loads(done.stdout)
+    assert status == "broken" and "ProcessLookupError" in said

@@ -237,7 +237,32 @@ def recorded(paths):
     return done, cut
 
 
-def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recorded, tmp_path):
+def folder_dialog_shows(button, qtbot) -> str:
+    """The folder the real folder dialog a click on `button` opens with, as its Choose button would take it (then
+    it is cancelled): Choose must be usable at once."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
+
+    seen: list[tuple[list[str], bool]] = []
+
+    def look() -> None:
+        dialog = QApplication.activeModalWidget()
+        if isinstance(dialog, QFileDialog):
+            choose = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Open)
+            seen.append((dialog.selectedFiles(), choose.isEnabled()))
+            dialog.reject()
+        elif not seen:
+            QTimer.singleShot(50, look)
+
+    QTimer.singleShot(50, look)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert len(seen) == 1, seen
+    (chosen, *_), usable = seen[0]
+    assert usable and Path(chosen).is_dir(), seen[0]
+    return chosen
+
+
+def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recorded, tmp_path, monkeypatch):
     done, cut = recorded
     app = make_app()
     app.start()
@@ -254,10 +279,20 @@ def test_history_lists_replays_exports_and_deletes(qtbot, make_app, paths, recor
     assert h.view.marker() == pytest.approx(((300 + 0.5) / 1920 * 960, (190 + 0.5) / 1080 * 540), abs=0.01)
     h.next_button.click()
     assert "Decision: rejected — “not yet”" in h.step_detail.text() and h.view.marker() is None
+    # the export's folder dialog opens in Documents only where there is one (a missing one greys Choose out)
+    home = tmp_path / "person"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no user-dirs.dirs: ~/Documents is the one
+    assert folder_dialog_shows(h.export_button, qtbot) == str(home)
+    (home / "Documents").mkdir()
+    assert folder_dialog_shows(h.export_button, qtbot) == str(home / "Documents")
     h.export_to(done, tmp_path / "out")
     qtbot.waitUntil(lambda: any("Exported" in t for t in h.status.texts()))
     folder = tmp_path / "out" / f"deskhand-run-{done}"
     assert (folder / "run.json").exists() and len((folder / "steps.jsonl").read_text().splitlines()) == 2
+    report = (folder / "report.html").read_text(encoding="utf-8")  # the run on one page, for a browser
+    assert "Sign in to the portal" in report and "Click &#x27;Sign in&#x27; at (300, 190)" in report
     h.delete(done)
     qtbot.waitUntil(lambda: h.table.rowCount() == 1)
     con = connect(paths.database)
@@ -335,7 +370,10 @@ def test_a_saved_task_runs_again_from_the_main_window_without_the_model(qtbot, m
     app.host.delivered.connect(lambda d: finished.append(d.event) if isinstance(d.event, ev.RunFinished) else None)
     menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: bool(finished), timeout=30000)
-    assert finished[0].outcome == "answered" and finished[0].answer == "No new mail.", finished[0].message
+    assert finished[0].outcome == "answered", finished[0].message
+    # this run did not read the screen: its answer is plainly the saved run's
+    assert finished[0].answer.startswith("Did the saved task's 1 step again; this answer was not read from the")
+    assert finished[0].answer.endswith("): No new mail.")
     assert app.main.task_box.task() == "Check the mail of alice" and models == []  # the model was never made
     con = connect(paths.database)
     run = list_runs(con)[0]
@@ -436,7 +474,7 @@ def test_a_failed_run_shows_the_error_and_what_to_do(qtbot, make_app):
     app.start()
     app.presenter.begin(False)
     app.presenter.on_delivered(delivered(ev.RunFinished(3, "failed", "", str(DeskhandError(
-        "The model ran out of memory.", "Lower the context size in Settings → Model.")), 0)))
+        "The model ran out of memory.", "Lower the context size in Settings → Advanced.")), 0)))
     text = app.main.status.texts()[-1]
     assert "The task failed." in text and "ran out of memory" in text and "→ Lower the context size" in text
     assert not app.presenter.running and app.main.start_button.isEnabled()

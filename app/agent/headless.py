@@ -282,7 +282,8 @@ def run_headless(task: str, settings: Settings, engine: Engine, paths: Paths, cf
         if recorder is not None:
             if decider.finished is None or cfg.note:  # the loop did not record the end (it never started)
                 with contextlib.suppress(DeskhandError):
-                    recorder.finish_run(run_id, outcome, answer, cfg.note + message)
+                    recorder.finish_run(run_id, outcome, without_secrets(answer, decider.secrets),
+                                        without_secrets(cfg.note + message, decider.secrets))
             with contextlib.suppress(Exception):
                 recorder.close()
         live.close()

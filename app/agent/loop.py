@@ -19,7 +19,7 @@ from PIL import Image
 from app.agent.approval import Decision, DecisionGate
 from app.agent.policy import PolicyConfig, Verdict, decide, sensitive
 from app.agent.recorder import Recorder, StepRecord
-from app.agent.run_memory import let_go_of_old_images, redact
+from app.agent.run_memory import let_go_of_old_images, redact, without_secrets
 from app.desktop.capture import CaptureConfig, Screenshot, StaleTargetError
 from app.desktop.executor import Executor, Outcome
 from app.desktop.stops import UserInputDetected
@@ -165,6 +165,11 @@ class Run:
     def take_steps(self) -> ev.RunFinished:
         feedback = ""
         step = 1
+        # secrets the engine knows before any step (a saved task's secret variables): kept out of every record
+        known = tuple(t for t in getattr(self.engine, "secrets", ()) if t.strip())
+        if known:
+            self.secrets.update(known)
+            self.publish(ev.SecretNoted(self.run_id, 0, known))
         try:
             check_task_length(self.task)  # before any model call: the run ends saying why, its task recorded
             while step <= self.cfg.step_limit:
@@ -190,6 +195,7 @@ class Run:
 
     def finish(self, outcome: str, answer: str, message: str, steps: int) -> ev.RunFinished:
         self.end_prefetch(cancel=True)
+        answer, message = without_secrets(answer, self.secrets), without_secrets(message, self.secrets)
         if self.recorder is not None:
             try:
                 self.recorder.finish_run(self.run_id, outcome, answer, message)
@@ -245,6 +251,8 @@ class Run:
         verdict = decide(action, PolicyConfig(self.auto_approve, self.cfg.policy.loop_limit,
                                               self.cfg.policy.panic_hotkey, self.cfg.policy.rules),
                          self.proposed, window, found)
+        if p.risk and verdict.kind != "refuse":  # what the engine knows of the step, whatever the screen shows
+            verdict = Verdict("ask", f"Risky: {p.risk}. Risky actions are always asked about.", risky=True)
         self.keep_secret(st.n, action, window, element=found)
         if verdict.kind == "auto" and self.pause.is_set():  # Pause pressed while the model was thinking
             verdict = Verdict("ask", "You paused the run: this step waits for you.", verdict.risky)

@@ -22,6 +22,7 @@ from typing import Any
 
 from PIL import Image
 
+from app.agent import run_report
 from app.agent.database_file import is_locked, who_holds
 from app.domain.errors import DeskhandError
 
@@ -341,8 +342,9 @@ def delete_run(con: sqlite3.Connection, runs_dir: Path, run_id: int) -> None:
 
 
 def export_run(con: sqlite3.Connection, runs_dir: Path, run_id: int, dest: Path) -> Path:
-    """A folder with run.json, steps.jsonl and the screenshots: usable as training or annotation data, and as
-    `deskhand propose --history steps.jsonl` input (each line has "screenshot", "answer" and "feedback")."""
+    """A folder with report.html (the run on one page, for a browser), run.json, steps.jsonl and the screenshots:
+    usable as training or annotation data, and as `deskhand propose --history steps.jsonl` input (each line has
+    "screenshot", "answer" and "feedback")."""
     run = con.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     if run is None:
         raise DeskhandError(f"There is no run {run_id}.", "Choose a run from the History list.")
@@ -369,4 +371,5 @@ def export_run(con: sqlite3.Connection, runs_dir: Path, run_id: int, dest: Path)
             "executed": s["executed"], "timings": s["timings"], "error": s["error"],
         }, ensure_ascii=False))
     (folder / "steps.jsonl").write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    (folder / run_report.NAME).write_text(run_report.html(dict(run), steps), encoding="utf-8")
     return folder

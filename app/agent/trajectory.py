@@ -250,6 +250,11 @@ class RecordingEngine:
         prepare = getattr(self.inner, "prepare_next", None)
         return prepare(task, history, token) if prepare is not None else None
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The wrapped engine's secrets known before the run's first step (a saved task's secret variables)."""
+        return tuple(getattr(self.inner, "secrets", ()))
+
     def use_elements(self, elements: Any) -> None:
         """The run's accessibility lookups, for a wrapped engine that uses them (a saved task's replay)."""
         attach = getattr(self.inner, "use_elements", None)

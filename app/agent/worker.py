@@ -270,7 +270,7 @@ class AgentWorker:
             self._engine = self._engine_key = self._engine_info = None
         if settings.engine == "local" and (not settings.text_model or not settings.mmproj):
             raise DeskhandError("No model is set up yet.",
-                                "Open Settings → Model (or the setup assistant) and choose or download the model.")
+                                "Open Settings → General (or the setup assistant) and choose or download the model.")
         engine = self.engine_factory(settings)
         info = engine.load((lambda f, what: self.sink(ev.ModelLoading(run_id, f, what))) if tell else None, token)
         self._engine, self._engine_key, self._engine_info = engine, key, info

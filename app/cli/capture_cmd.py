@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("capture", help="save a screenshot as the model sees it and print its geometry",
                        description="Capture one monitor (or all) to a PNG file and print where it lies on the "
                                    "desktop, its pixel size and scale factor as JSON.")
-    p.add_argument("--out", required=True, metavar="FILE.png")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="where to save the screenshot (PNG)")
     add_monitor_argument(p)
     p.set_defaults(func=run)
 

@@ -57,17 +57,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = p.add_subparsers(dest="eval_kind", metavar="KIND", required=True)
+    from app.eval.suites import SUITES, layouts
+
     g = kinds.add_parser("grounding", help="one click per item of a grounding suite, scored point-in-box",
                          description="Ask the model to locate each item's target in its screenshot, exactly as in "
                                      "a real step, and score the point against the target box. Writes "
-                                     "results.jsonl, summary.json, summary.md, chart.png and misses.png.",
-                         epilog=__doc__.split("\n", 2)[2] if __doc__ else None,
+                                     "results.jsonl, summary.json, summary.md (tables), chart.png, misses.png and "
+                                     "report.html (all of it on one page, for a browser).",
+                         epilog=(__doc__.split("\n", 2)[2] if __doc__ else "")
+                         + f"\nWhat --data DIR must hold (each suite's published layout):\n{layouts()}\n",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    from app.eval.suites import SUITES
 
     g.add_argument("--suite", required=True, metavar="NAME", help=f"one of: {', '.join(SUITES)}")
-    g.add_argument("--data", metavar="DIR", help="a copy of the suite in its published layout (default: download "
-                   "it from its own repository into the Hugging Face cache)")
+    g.add_argument("--data", metavar="DIR", help="a copy of the suite in its published layout, listed below "
+                   "(default: download it from its own repository into the Hugging Face cache)")
     g.add_argument("--revision", metavar="REV", help="the dataset revision to download (default: the pinned one, "
                    "or main)")
     g.add_argument("--limit", type=int, metavar="N", help="a sample of N items (default: all)")
@@ -149,6 +152,7 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
     from app.cli.shared.progress_line import ProgressLine
     from app.eval.fetch import fetch, licence_notice
     from app.eval.grounding import check_items, evaluate, prepare_out, select
+    from app.eval.items import DatasetError
     from app.eval.suites import suite as find_suite
 
     try:
@@ -159,13 +163,18 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
             root = Path(args.data).expanduser()
             if not root.is_dir():
                 raise DeskhandError(f"The dataset folder {root} does not exist.",
-                                    f"Give the folder that holds {s.title} in its published layout.")
+                                    f"Give the folder that holds {s.title} in its published layout: {s.layout}.")
             say(licence_notice(s, copy=True))
             source = str(root)
         else:
             root = fetch(s, args.revision, say, token, ProgressLine(sys.stderr))
             source = f"{s.page} ({root.name[:12]})"
-        all_items = s.load(root)
+        try:
+            all_items = s.load(root)
+        except DatasetError as exc:
+            if not args.data:
+                raise
+            raise DatasetError(exc.what, f"--data wants {s.title} in its published layout: {s.layout}.") from None
         if not all_items:
             raise DeskhandError(f"{root} holds no {s.title} items.", "Check the folder, or download it again.")
         items = select(all_items, args.limit, args.seed)
@@ -198,7 +207,7 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
         print(json.dumps({**summary, "out": str(out)}, ensure_ascii=False))
     else:
         print("\n".join(lines(summary, s.breakdown)))
-        print(f"files: {out}")
+        print(f"files: {out} (open {out / 'report.html'} in a browser)")
     if summary.get("failed"):  # a later model (or setting) failed: what the earlier one measured is kept
         f = summary["failed"]
         say(f"{f['variant']} {'could not be loaded' if f['stage'] == 'load' else 'failed part-way'}; the results "

@@ -29,14 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     a.add_argument("--tools", help="comma-separated tools (default: all)")
     a.set_defaults(func=allow)
     f = inner.add_parser("forget", help="withdraw the answer for a host (its next call asks again)")
-    f.add_argument("host")
+    f.add_argument("host", help="the host's name, as `deskhand mcp hosts` lists it")
     f.set_defaults(func=forget)
     inner.add_parser("hosts", help="list the hosts allowed and their tools").set_defaults(func=hosts)
     t = inner.add_parser("token", help="print the --http bearer token (made if there is none)")
     t.add_argument("--new", action="store_true", help="replace it with a new one")
     t.set_defaults(func=token)
     c = inner.add_parser("config", help="print (or --write) a host's configuration for Deskhand")
-    c.add_argument("--host", required=True, choices=("claude-code", "codex", "cursor", "opencode"))
+    c.add_argument("--host", required=True, choices=("claude-code", "codex", "cursor", "opencode"),
+                   help="the program to configure")
     c.add_argument("--write", action="store_true", help="merge it into the host's file, keeping a backup")
     c.set_defaults(func=config)
 

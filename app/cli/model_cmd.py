@@ -1,6 +1,7 @@
 """`deskhand model`: make a GGUF pair from a Hugging Face checkpoint, and small repairs of model files.
 
-  deskhand model convert [NAME] [--from DIR | --repo REPO] [--revision REV] [--quant Q4_K_M|Q5_K_M|Q8_0] [--yes]
+  deskhand model convert [NAME] [--from DIR | --repo REPO] [--revision REV] [--quant Q] [--yes] [--accept-licence]
+                         NAME: holotron-12b (Q4_K_M, Q5_K_M, Q8_0) or holotron4-30b-a3b (Q4_0, Q5_0, Q8_0)
   deskhand model list                       models converted on this computer
   deskhand model clean NAME                 delete a converted model's intermediates (BF16 file, checkpoint)
   deskhand model fix-norm MMPROJ.gguf       set an mmproj's image mean/std to what its vision encoder expects
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.paths import default_paths
 from app.domain.units import human_bytes
-from app.setup.convert.plan import DEFAULT_REPO, SOURCES, recommended_quant
+from app.setup.convert.plan import DEFAULT_REPO, SOURCES, default_quant
 from app.setup.convert.quantize import FTYPES
 from app.setup.transfer import Paused
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("model", help="convert Holotron-12B from its checkpoint; repair model files",
+    p = sub.add_parser("model", help="convert Holotron-12B or Holotron4 from its checkpoint; repair model files",
                        description="Make a verified GGUF pair from a Hugging Face checkpoint with llama.cpp's own "
                                    "converter, list converted models, repair an mmproj's image normalisation.")
     cmds = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
@@ -45,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--revision", help="branch, tag or commit to convert (default: the known commit, else main)")
     c.add_argument("--quant", choices=list(FTYPES), help="quantization of the text model (default: what fits the GPU)")
     c.add_argument("--yes", action="store_true", help="agree to install the conversion tools (≈ 1.3 GB) if missing")
+    c.add_argument("--keep-audio", action="store_true",
+                   help="keep an Omni checkpoint's audio encoder in the projector (screenshots never use it)")
+    c.add_argument("--accept-licence", "--accept-license", dest="accept_licence", action="store_true",
+                   help="acknowledge the checkpoint's licence (asked for non-commercial licences and licences "
+                        "Deskhand cannot classify)")
     keep = c.add_mutually_exclusive_group()
     keep.add_argument("--delete-intermediates", action="store_true", help="delete the BF16 file and checkpoint after")
     keep.add_argument("--keep-intermediates", action="store_true", help="keep them (default without a terminal)")
@@ -59,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f = cmds.add_parser("fix-norm", help="set an mmproj's image mean/std to the values its vision encoder expects",
                         description="Rewrite clip.vision.image_mean/std of a vision projector in place (the file "
                                     "keeps its size), with the values of the model profile.")
-    f.add_argument("mmproj", metavar="MMPROJ.gguf")
+    f.add_argument("mmproj", metavar="MMPROJ.gguf", help="the vision projector file to rewrite")
     f.add_argument("--profile", default="auto", help="the profile whose values to write (default: by projector)")
     f.set_defaults(func=run_fix_norm)
     t = cmds.add_parser("tools", help="show (or remove) the conversion tools environment")
@@ -94,22 +100,38 @@ class _Lines:
         print(f"\r\033[K{line}" if self.tty else line, flush=True)
 
 
+def _default_quant(name: str | None, budget: int | None) -> str:
+    """The quantization that fits the GPU among the catalog entry's (Holotron4: Q4_0/Q5_0/Q8_0), Holotron-12B's
+    otherwise."""
+    from app.setup.flow import catalog_for
+
+    entry = None
+    if name:
+        try:
+            entry = catalog_for(default_paths()).get(name)
+        except DeskhandError:
+            entry = None
+    return default_quant(entry, budget)
+
+
 def _request(args: argparse.Namespace) -> tuple[ConvertRequest, GPUReport]:
     from app.setup.convert.job import ConvertRequest
     from app.setup.gpu import gpu_report
 
     gpu = gpu_report()
-    quant = args.quant or recommended_quant(gpu.budget)
+    quant = args.quant or _default_quant(args.name, gpu.budget)
     if args.folder:
         folder = Path(args.folder).expanduser()
         name = args.name or "holotron-12b"
         title = next((t for _, (_, n, t) in SOURCES.items() if n == name), folder.name)
         return ConvertRequest(folder=folder, quant=quant, name=name, title=title, stem=title, profile=args.profile,
-                              accept_tools=args.yes), gpu
+                              accept_tools=args.yes, accept_licence=args.accept_licence,
+                              vision_only=not args.keep_audio), gpu
     repo = args.repo or next((r for r, (_, n, _) in SOURCES.items() if n == args.name), DEFAULT_REPO)
     rev, name, title = SOURCES.get(repo, ("main", repo.split("/")[-1].lower(), repo.split("/")[-1]))
     return ConvertRequest(repo=repo, revision=args.revision or rev, quant=quant, name=name, title=title, stem=title,
-                          profile=args.profile, accept_tools=args.yes), gpu
+                          profile=args.profile, accept_tools=args.yes, accept_licence=args.accept_licence,
+                          vision_only=not args.keep_audio), gpu
 
 
 def _ask(question: str) -> bool:

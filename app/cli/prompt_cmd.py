@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-tiles", type=tile_count, default=None,
                    help="tile budget per screenshot (1..12; tiled families)")
     p.add_argument("--dump", action="store_true", help="print the prompt text itself (default: summary only)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the prompt, its image grid and token counts as one JSON object")
     p.set_defaults(func=run)
 
 

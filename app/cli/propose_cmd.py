@@ -20,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("propose", help="ask the model for the next action on a screenshot",
                        description="Load the model, show it the screenshot and the task, print its proposal.")
     add_model_arguments(p)
-    p.add_argument("--screenshot", required=True, metavar="S.png")
-    p.add_argument("--task", required=True)
+    p.add_argument("--screenshot", required=True, metavar="S.png",
+                   help="the screenshot the model looks at (a PNG, e.g. from `deskhand capture --out S.png`)")
+    p.add_argument("--task", required=True, help="the task in words, as a person would type it")
     p.add_argument("--history", metavar="RUN.jsonl", help="earlier steps: one JSON object per line "
                    '({"screenshot": "file.png", "answer": "<raw model JSON>", "feedback": "..."})')
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -41,13 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cmds = p.add_subparsers(dest="task_cmd", metavar="COMMAND", required=True)
     cmds.add_parser("list", help="the saved tasks").set_defaults(func=list_tasks)
     show = cmds.add_parser("show", help="a saved task's text, variables and steps")
-    show.add_argument("name")
+    show.add_argument("name", help="the saved task's name (`deskhand task list` shows them)")
     show.add_argument("--json", action="store_true", help="print the task file (without its pictures)")
     show.set_defaults(func=show_task)
     save = cmds.add_parser("save", help="save a finished run, or one stopped once it had done its job (its number "
                                         "in History), as a task")
-    save.add_argument("run_id", type=int, metavar="RUN")
-    save.add_argument("name")
+    save.add_argument("run_id", type=int, metavar="RUN", help="the run's number, as History shows it")
+    save.add_argument("name", help="the name to save the task under")
     save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",
                       help="turn the text TEXT (typed by the run, or in its task) into the variable {NAME}")
     save.add_argument("--replace", action="store_true", help="replace a saved task of that name")
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = cmds.add_parser("run", help="run a saved task again, headless (as `deskhand run`)",
                           epilog="Exit status as `deskhand run`, and 6: the run answered but a success check of "
                                  "the task failed.")
-    run.add_argument("name")
+    run.add_argument("name", help="the saved task's name (`deskhand task list` shows them)")
     run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     run.add_argument("--scheduled", metavar="WHEN", help="as the scheduler starts it ('daily HH:MM' or 'at "
                      "YYYY-MM-DD HH:MM', written by `task schedule`): a step that needs a person waits for one with a "
@@ -82,13 +82,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                         "user timer on Linux, Task Scheduler on Windows, a launchd agent on macOS. "
                                         "It runs headless on your desktop and is recorded in History; where a step "
                                         "needs you (an approval, a question, a locked screen) it waits for you "
-                                        "with a notification, up to --wait-for-person minutes.")
-    sched.add_argument("name", nargs="?")
+                                        "with a notification, up to --wait-for-person minutes. A task can have "
+                                        "several schedules (each time its own).",
+                            epilog="Exit status: 0 scheduled (enabled); 1 written but not enabled (the command that "
+                                   "enables it is said); 2 nothing scheduled (what is wrong is said).")
+    sched.add_argument("name", nargs="?", help="the saved task's name (not needed with --list)")
     when = sched.add_mutually_exclusive_group()
     when.add_argument("--at", metavar="'YYYY-MM-DD HH:MM'", help="once, at that time")
     when.add_argument("--daily", metavar="HH:MM", help="every day at that time")
-    when.add_argument("--list", action="store_true", help="the scheduled tasks")
-    when.add_argument("--remove", action="store_true", help="remove the task's schedule")
+    sched.add_argument("--list", action="store_true", help="the scheduled tasks, and whether each is enabled")
+    sched.add_argument("--remove", action="store_true", help="remove the task's schedules (with --at or --daily: "
+                       "only that one)")
     sched.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a variable's value")
     sched.add_argument("--auto-approve", choices=("safe", "all"), default="safe",
                        help="safe (default): a step that needs approval waits for you; all: every step is approved "
@@ -98,14 +102,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                             f"{WAIT_DEFAULT}; 0: it ends at once)")
     sched.set_defaults(func=schedule_task)
     delete = cmds.add_parser("delete", help="delete a saved task")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the saved task's name")
     delete.set_defaults(func=delete_task)
     export = cmds.add_parser("export", help="copy a saved task to a file")
-    export.add_argument("name")
-    export.add_argument("file", type=Path)
+    export.add_argument("name", help="the saved task's name")
+    export.add_argument("file", type=Path, help="the file to write (a copy of the saved task)")
     export.set_defaults(func=export_task)
     imp = cmds.add_parser("import", help="add a task file (checked first)")
-    imp.add_argument("file", type=Path)
+    imp.add_argument("file", type=Path, help="a task file written by `deskhand task export`")
     imp.add_argument("--name", help="save it under another name")
     imp.add_argument("--replace", action="store_true", help="replace a saved task of that name")
     imp.add_argument("--trust-python-check", action="store_true", help="import a task whose success check is "
@@ -131,13 +135,16 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 
 def _fail(exc: DeskhandError) -> int:
-    print(f"deskhand: {exc}", file=sys.stderr)
+    print(terminal_safe(f"deskhand: {exc}"), file=sys.stderr)  # it may quote a task file's text
     return EXIT_USAGE
 
 
 def list_tasks(args: argparse.Namespace) -> int:
     store = _store()
-    names = store.names()
+    try:
+        names = store.names()
+    except DeskhandError as exc:
+        return _fail(exc)
     if not names:
         print("No saved tasks yet. Save a finished run with `deskhand task save RUN NAME` (or History → Save as "
               "task).")
@@ -241,11 +248,16 @@ def _region(text: str) -> tuple[int, int, int, int]:
 def _values(task: Any, given: dict[str, str]) -> dict[str, str]:
     values: dict[str, str] = task.values(given)
     for v in task.variables:
-        if v.name not in values:  # a secret with no value given: asked for, never echoed
+        if v.name not in values:  # a secret with no value given (or an empty one): asked for, never echoed
             if not sys.stdin.isatty():
                 raise DeskhandError(f"The task “{task.name}” needs the secret {v.name}.",
                                     f"Give it with --var {v.name}=…, or run it in a terminal to be asked.")
-            values[v.name] = getpass.getpass(f"{v.name} for “{task.name}”: ")
+            answer = ""
+            while not answer:  # typing nothing is not a password: asked again (Ctrl+C ends it)
+                answer = getpass.getpass(f"{v.name} for “{task.name}”: ")
+                if not answer:
+                    print(f"deskhand: {v.name} cannot be empty.", file=sys.stderr)
+            values[v.name] = answer
     return values
 
 
@@ -257,7 +269,7 @@ def run_task(args: argparse.Namespace) -> int:
     try:
         saved = _store().load(args.name)
         values = _values(saved, _pairs(args.var))
-        task_text = saved.render(saved.task, values)
+        task_text = saved.shown(saved.task, values)  # as History, the trajectory and the terminal show it
     except DeskhandError as exc:
         return _fail(exc)
     replay: list[ReplayEngine] = []
@@ -369,9 +381,10 @@ def import_task(args: argparse.Namespace) -> int:
         if code and not args.trust_python_check:  # a task file is shared; its code would run unasked after a run
             names, lines = ", ".join(c.target or "check" for c in code), sum(len(c.code.splitlines()) for c in code)
             raise DeskhandError(f"{args.file} holds a Python success check ({names}, {lines} lines): code that "
-                                "runs on this computer, as you, after each run of the task. Nothing was imported.",
-                                "Read that code first (the “code” of its check in the file); if you trust it, import "
-                                "again with --trust-python-check.")
+                                "runs on this computer, as you, after each run of the task. Nothing was imported."
+                                + _code_excerpt(code),
+                                "Read that code first (the “code” of its check in the file, and any file it runs); "
+                                "if you trust it, import again with --trust-python-check.")
         if args.name:
             task = renamed(task, args.name)
         path = _store().save(task, replace=args.replace)
@@ -381,20 +394,36 @@ def import_task(args: argparse.Namespace) -> int:
     return 0
 
 
+def _code_excerpt(checks: list[Any], lines: int = 12) -> str:
+    """The start of a Python check's code, shown where its import is refused: a short check that only runs
+    another file shows that it does."""
+    code = "\n".join(c.code.rstrip("\n") for c in checks).splitlines()
+    shown = [f"    {terminal_safe(line[:160])}" for line in code[:lines]]
+    more = f"\n    … ({len(code) - lines} more lines)" if len(code) > lines else ""
+    return "\nIts code begins:\n" + "\n".join(shown) + more
+
+
 def schedule_task(args: argparse.Namespace) -> int:
+    import datetime as dt
+
     from app.tasks.schedule import os_scheduler as ts
 
     try:
         scheduler = ts.scheduler_for()
         if args.list:
-            found = scheduler.listed()
-            print("\n".join(f"{s.name}: {s.when}" for s in found) if found else "No saved task is scheduled.")
+            if args.name or args.remove or args.at or args.daily:
+                raise DeskhandError("--list takes nothing else.", "deskhand task schedule --list")
+            found = sorted(scheduler.listed(), key=lambda s: (  # by task, then daily ones by time, then dates
+                s.task, s.when.start(dt.date.min) if s.when is not None else dt.datetime.max))
+            print("\n".join(terminal_safe(s.describe()) for s in found) if found else "No saved task is scheduled.")
             return 0
         if not args.name:
             raise DeskhandError("Name the saved task.", "deskhand task schedule NAME --at 'YYYY-MM-DD HH:MM'")
         if args.remove:
-            removed = scheduler.remove(args.name)
-            print(f"Removed the schedule of “{args.name}” ({', '.join(p.name for p in removed)}).")
+            which = ts.when_of(args.at, args.daily) if args.at or args.daily else None
+            removed = scheduler.remove(args.name, which)
+            print(terminal_safe(f"Removed {'the schedule' if which else 'the schedules'} of “{args.name}” "
+                                f"({', '.join(p.name for p in removed)})."))
             return 0
         task = _store().load(args.name)
         given = _pairs(args.var)
@@ -405,13 +434,31 @@ def schedule_task(args: argparse.Namespace) -> int:
                                 "cannot ask for it, and its value would stand in clear in the scheduler's file.",
                                 "Run it by hand (`deskhand task run`), or save a run without the password step.")
         when = ts.when_of(args.at, args.daily)
+        ts.check_future(when, dt.datetime.now())
         extra = [a for pair in args.var for a in ("--var", pair)] + ["--auto-approve", args.auto_approve]
         wait = WAIT_DEFAULT if args.wait_for_person is None else args.wait_for_person
-        schedule = scheduler.write(task.name, when, ts.run_arguments(task.name, when, extra, wait),
-                                   ts.session_environment())
+        argv, env = ts.run_arguments(task.name, when, extra, wait), ts.session_environment()
+        ts.check_values(argv, env)
+        earlier = [s for s in scheduler.listed() if s.task == task.name]
+        schedule = scheduler.write(task.name, when, argv, env)
+        scheduler.verify(schedule)
+        enabled = scheduler.enable(schedule)
     except DeskhandError as exc:
         return _fail(exc)
-    print(f"Scheduled “{task.name}” {when.describe()} with {schedule.scheduler}: "
-          f"{', '.join(str(p) for p in schedule.files)}.")
-    print(scheduler.enable(schedule))
-    return 0
+    files = ", ".join(str(p) for p in schedule.files)
+    if enabled.ok:
+        print(terminal_safe(f"Scheduled “{task.name}” {when.describe()} with {schedule.scheduler}: {files}."))
+        print(terminal_safe(enabled.said))
+    else:
+        print(terminal_safe(f"“{task.name}” is NOT scheduled yet ({when.describe()}): {enabled.said}\n"
+                            f"(written with {schedule.scheduler}: {files})"))
+    for s in earlier:
+        if s.when == when:
+            print(terminal_safe(f"This replaces its earlier schedule at the same time ({s.name})."))
+        else:
+            when_text = s.when.describe() if s.when is not None else "at another time"
+            remove = (f" --at '{s.when.argument()[3:]}'" if s.when is not None and s.when.date is not None else
+                      f" --daily {s.when.hour:02d}:{s.when.minute:02d}" if s.when is not None else "")
+            print(terminal_safe(f"It is also scheduled {when_text} (kept; to remove that one: deskhand task "
+                                f"schedule \"{task.name}\" --remove{remove})."))
+    return 0 if enabled.ok else 1

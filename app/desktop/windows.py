@@ -22,15 +22,24 @@ class WindowInfo:
     focused: bool = False
     process: str = ""  # the owning process's name where the platform tells it (X11: _NET_WM_PID), e.g. "kgx"
     pid: int = 0  # that process (0: not told)
+    # the window manager's frame around it (title bar, borders): (left, top, width, height); None: no frame
+    frame: tuple[int, int, int, int] | None = None
     wid: int = 0  # the X id of the client window (0: not an X window), to find it again before keys are sent
 
     def contains(self, x: float, y: float) -> bool:
+        """Whether (x, y) is in the window's own area (the application's, not its title bar)."""
         return self.left <= x < self.left + self.width and self.top <= y < self.top + self.height
+
+    def covers(self, x: float, y: float) -> bool:
+        """Whether (x, y) is in the window or its frame: a click there goes to this window or its title bar."""
+        left, top, width, height = self.frame or (self.left, self.top, self.width, self.height)
+        return left <= x < left + width and top <= y < top + height
 
 
 def window_at(windows: tuple[WindowInfo, ...], x: float, y: float) -> WindowInfo | None:
-    """The top-most window at (x, y); `windows` is ordered top-most first."""
-    return next((w for w in windows if w.contains(x, y)), None)
+    """The top-most window whose frame covers (x, y); `windows` is ordered top-most first. A point on its title
+    bar is on it too (what lies beneath gets no click): `contains` tells the application's own area."""
+    return next((w for w in windows if w.covers(x, y)), None)
 
 
 class DesktopInfo(Protocol):
@@ -87,12 +96,35 @@ class X11Desktop:
         prop = window.get_full_property(atom, X.AnyPropertyType)
         return list(prop.value) if prop is not None else []
 
-    def _candidates(self) -> list[Any]:
-        """Top-level client windows, bottom-most first: the WM's stacking list, or the root's children."""
+    def _frame(self, window: Any) -> Any:
+        """The root's child that holds `window`: the window manager's frame around it, or the window itself."""
+        for _ in range(16):
+            parent = window.query_tree().parent
+            if parent is None or parent.id in (0, self._root.id):
+                return window
+            window = parent
+        return window
+
+    def _candidates(self) -> list[tuple[Any, Any]]:
+        """Top-level client windows with their frames, top-most first. The window manager's client list names
+        them, but its direction is not to be trusted (jwm 2.4.4 writes `_NET_CLIENT_LIST_STACKING` top-most first,
+        against EWMH): the order is the X server's own, the root's children, bottom-most first."""
+        from Xlib import error
+
+        rank = {c.id: i for i, c in enumerate(self._root.query_tree().children)}
         ids = self._prop(self._root, self._stacking)
-        if ids:
-            return [self._d.create_resource_object("window", i) for i in ids]
-        return list(self._root.query_tree().children)
+        if not ids:  # no window manager that lists its clients: the root's children are the windows
+            return [(c, c) for c in reversed(self._root.query_tree().children)]
+        out = []
+        for i in ids:
+            client = self._d.create_resource_object("window", i)
+            try:
+                frame = self._frame(client)
+            except error.XError:
+                continue  # the window went away while we looked at it
+            out.append((rank.get(frame.id, -1), client, frame))
+        out.sort(key=lambda t: t[0], reverse=True)
+        return [(client, frame) for _, client, frame in out]
 
     def _title(self, window: Any) -> str:
         from Xlib import X
@@ -119,7 +151,7 @@ class X11Desktop:
         active = (self._prop(self._root, self._active) or [0])[0] or self._d.get_input_focus().focus
         active_id = active if isinstance(active, int) else getattr(active, "id", 0)
         out = []
-        for w in reversed(self._candidates()):
+        for w, frame in self._candidates():
             try:
                 if w.get_attributes().map_state != X.IsViewable:
                     continue
@@ -129,9 +161,13 @@ class X11Desktop:
                 geo = w.get_geometry()
                 pos = self._root.translate_coords(w, 0, 0)
                 process, pid = self._process(w)
+                box = None
+                if frame.id != w.id:
+                    f = frame.get_geometry()
+                    box = (int(f.x), int(f.y), int(f.width + 2 * f.border_width), int(f.height + 2 * f.border_width))
                 out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
                                       int(geo.width), int(geo.height), focused=w.id == active_id,
-                                      process=process, pid=pid, wid=int(w.id)))
+                                      process=process, pid=pid, frame=box, wid=int(w.id)))
             except error.XError:
                 continue  # the window went away while we looked at it
         return tuple(out)

@@ -239,8 +239,21 @@ def check_model(paths: Paths, gpu: GPUReport | None = None, overrides: dict[str,
         ok = fit.fits and fit.context_size >= s.context_size
         out.append(Check("GPU memory", OK if ok else WARN, f"{fit.describe()} ({need})",
                          "" if ok else f"Set the context size to {fit.context_size:,} and GPU layers to "
-                         f"{fit.gpu_layers} in Settings → Model, or use a smaller quantization.", required=False))
+                         f"{fit.gpu_layers} in Settings → Advanced, or use a smaller quantization.", required=False))
+        out.append(check_prompt_weights(gpu, files.text.tensors, gpu.budget - fit.needed))
     return out
+
+
+def check_prompt_weights(gpu: GPUReport, tensors: dict[str, tuple[tuple[int, ...], int]], free_after: int) -> Check:
+    """Which way the prompt's products get their weights on this GPU (app.engine.prompt_weights), predicted from
+    the free memory and the model's size; the engine measures again when it loads the model, and logs its choice."""
+    from app.engine.prompt_weights import PATCH, choose, dequantized_bytes, gpu_compute_capability, is_hopper
+
+    best = gpu.best
+    name = best.name if best is not None else "the GPU"
+    chosen = choose(dequantized_bytes(tensors), free_after, gpu_offload=bool(gpu.offload),
+                    patched=PATCH in gpu.llama_patches, hopper=is_hopper(name, gpu_compute_capability()), gpu=name)
+    return Check("Prompt weights", OK, chosen.describe(), required=False)
 
 
 def _safe(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:

@@ -74,7 +74,7 @@ def check_remote(s: Settings) -> list[Check]:
         if served is None:
             which = f"“{s.engine_model}” is not served" if s.engine_model.strip() else "no model name is set"
             out.append(Check("Served model", FAIL, f"{which}; the server serves: {', '.join(names) or 'nothing'}",
-                             "Set the served model name in Settings → Model (--served-model for `deskhand run`)."))
+                             "Set the served model name in Settings → General (--served-model for `deskhand run`)."))
             out.append(Check("Image input", SKIP, "not tried: no model"))
         else:
             length = f", context {served.max_model_len:,} tokens" if served.max_model_len else ""

@@ -61,3 +61,26 @@ class ModelBusy(DeskhandError):
         super().__init__("A task is running and is using the model, so the test cannot use it now.",
                          "Wait until the task ends (or stop it), then start the test again: the test uses the model "
                          "the task loaded, so the graphics card never holds two copies of it.")
+
+
+def os_error(exc: OSError, path: object, what: str) -> DeskhandError:
+    """An OSError on one of Deskhand's folders or files as a DeskhandError that names the path and the fix.
+    `what`: what could not be done ("The task “x” could not be saved"); `path`: the folder or file it is about."""
+    import errno
+
+    where = path
+    code = exc.errno
+    if code == errno.EROFS:
+        why, todo = f"{where} is on a read-only disk", "Make that disk writable, or use a data folder on another one."
+    elif code in (errno.EACCES, errno.EPERM):
+        why, todo = f"this user may not write to {where}", f"Check the permissions of {where} (ls -ld)."
+    elif code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        why, todo = f"the disk holding {where} is full", "Free some space, then try again."
+    elif code in (errno.EEXIST, errno.ENOTDIR):
+        why, todo = f"{where} (or a folder above it) is a file, where a folder should be", \
+            "Move that file away (Deskhand makes the folder again), then try again."
+    elif code == errno.EISDIR:
+        why, todo = f"{where} is a folder, not a file", "Move that folder away, then try again."
+    else:
+        why, todo = f"{where}: {exc.strerror or exc}", "Check that path, then try again."
+    return DeskhandError(f"{what}: {why}.", f"{todo} Nothing was lost.")

@@ -61,6 +61,7 @@ class Counters:
     image_tokens_evaluated: int = 0
     images_encoded: int = 0  # screenshots run through the vision encoder
     tiles_encoded: int = 0
+    tiles_reused: int = 0  # tiles whose pixels equal a held tile's: its embeddings copied, not encoded again
     image_cache_hits: int = 0
     checkpoint_restores: int = 0
     checkpoints_saved: int = 0
@@ -102,6 +103,9 @@ class Proposal:
     counters: Counters = field(default_factory=Counters)
     timings: Timings = field(default_factory=Timings)
     grid: str = ""  # the tile grid used for the current screenshot
+    # why the step is risky whatever the screen shows, where the proposer knows it (a saved task's replayed
+    # password-field write): the step is asked about like any risky one ("" for the policy alone to judge)
+    risk: str = ""
 
 
 @dataclass(frozen=True)

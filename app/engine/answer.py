@@ -1,4 +1,6 @@
-"""Validates the model's answer text into a note, a thought and a typed action."""
+"""Validates the model's answer text into a note, a thought and a typed action: the JSON object of a profile's
+output schema, or a native tool call (tool_call.py) whose thought is what the model wrote before the call, or else
+the last line of its reasoning."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 from app.domain.actions import Action, action_from_tool_call
 from app.domain.errors import ActionError, ProposalError
+from app.engine.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -43,3 +46,44 @@ def parse_answer(raw: str, scale: int, *, finished: bool = True) -> ParsedAnswer
     except ActionError as exc:
         raise ProposalError(exc.what, todo, raw) from None
     return ParsedAnswer(note, thought, action, call)
+
+
+def parse_for_profile(profile: Profile, raw: str, *, finished: bool = True) -> ParsedAnswer:
+    """The whole generation `raw` (reasoning included) as the profile's answer format says."""
+    from app.engine.prompt import visible_answer
+
+    visible = visible_answer(profile, raw)
+    if not profile.tool_calls:
+        return parse_answer(visible, profile.coordinate_scale, finished=finished)
+    from app.engine.tool_call import TODO, call_from_xml, validate_call
+
+    answer = _after_reasoning(profile, raw)
+    if not finished:
+        raise ProposalError("The model's answer was cut off before it was complete (it hit the token limit).",
+                            TODO, raw)
+    call = call_from_xml(answer, profile.output["tools"])
+    action = validate_call(call, profile.coordinate_scale, raw)
+    return ParsedAnswer(None, thought_of(profile, raw), action, call)
+
+
+def _after_reasoning(profile: Profile, raw: str) -> str:
+    end = profile.reasoning.end.strip()
+    if profile.thinking and end and end in raw:
+        return raw.partition(end)[2]
+    return raw
+
+
+def thought_of(profile: Profile, raw: str, reasoning: str = "") -> str:
+    """What the model wrote before its tool call, or the last line of its reasoning (what a person reads as the
+    step's thought)."""
+    answer = _after_reasoning(profile, raw)
+    before = answer.split("<tool_call>", 1)[0].strip()
+    if before:
+        return before[:400]
+    if not reasoning:
+        end = profile.reasoning.end.strip()
+        reasoning = raw.partition(end)[0] if profile.thinking and end and end in raw else ""
+        prefix = profile.chat.thinking_generation_prefix.strip()
+        reasoning = reasoning.removeprefix(prefix)
+    lines = [line.strip() for line in reasoning.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else ""

@@ -29,6 +29,20 @@ def profile_for_architecture(arch: str) -> str | None:
     return next((name for name, fam in families().items() if arch in fam.text_architectures), None)
 
 
+def profile_for_model(info: GGUFInfo) -> str | None:
+    """The profile for a text model: by its architecture; where several families share one (Holo3.1 and Holo4 are
+    both qwen35/qwen35moe), the family whose model names match the file's general.name, general.basename or file
+    name; else the first of them (the earlier family)."""
+    arch = info.architecture
+    names = [name for name, fam in families().items() if arch in fam.text_architectures]
+    if len(names) <= 1:
+        return names[0] if names else None
+    said = " ".join(str(info.get(k, "")) for k in ("general.name", "general.basename", "general.finetune"))
+    said += " " + info.path.name
+    return next((n for n in names if any(re.search(p, said, re.IGNORECASE) for p in families()[n].served_names)),
+                names[0])
+
+
 def profile_for_served_model(model: str) -> str | None:
     """The profile for a model a server serves, by its name ("Hcompany/Holo-3.1-4B" → holo31); None: unknown."""
     return next((name for name, fam in families().items()
@@ -51,10 +65,9 @@ def resolve_profile(name: str | Path, text_model: str | Path | None) -> Profile:
         return load_profile(name)
     if text_model:
         try:
-            arch = read_gguf(text_model, "text model").architecture
+            chosen = profile_for_model(read_gguf(text_model, "text model"))
         except ModelFileError:
-            arch = ""  # the file's own error is reported when the engine checks the files
-        chosen = profile_for_architecture(arch)
+            chosen = None  # the file's own error is reported when the engine checks the files
         if chosen:
             return load_profile(chosen)
     return load_profile(FALLBACK_PROFILE)
@@ -74,7 +87,7 @@ def check_text_family(info: GGUFInfo, family: Family | None) -> None:
         raise ModelFileError(
             f"{info.path.name} is a {other.name} model ({arch}), but the model profile in use is written for "
             f"{family.name} ({', '.join(family.text_architectures)}).",
-            f"Set the model profile to “auto” (or “{fits}”) in Settings → Model, or choose {family.name} files.")
+            f"Set the model profile to “auto” (or “{fits}”) in Settings → Advanced, or choose {family.name} files.")
 
 
 def check_projector_family(text: GGUFInfo, mmproj: GGUFInfo, projector: str) -> None:

@@ -43,6 +43,7 @@ class ChatLayout:
     end_of_turn: str
     thinking_switch_off: str
     keep_generation_prefix_in_history: bool
+    tools_style: str = ""  # how the template writes `tools` into the system turn: "qwen3" | "nemotron3" (tool_call.py)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ class Profile:
     def tool_names(self) -> list[str]:
         return [t["tool_name"] for t in self.output["tools"]]
 
+    @property
+    def tool_calls(self) -> bool:
+        """Answers are native tool calls (Qwen3-Coder XML, tool_call.py), not the JSON object of output_schema."""
+        return self.output.get("format") == "tool_call"
+
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of one answer: note, thought and a flat tool call from the tool union."""
         tools = []
@@ -162,7 +168,16 @@ class Profile:
 
     def rendered_system_prompt(self) -> str:
         """The system prompt as the model sees it. (Thinking is switched by the generation prefix; the chat
-        template strips /think and /no_think from what the model reads.)"""
+        template strips /think and /no_think from what the model reads.) With native tool calls, the tools as the
+        chat template writes them into the system turn: before the prompt (Qwen3.5) or after it (Nemotron 3)."""
+        if self.tool_calls:
+            from app.engine.tool_call import tools_block
+
+            block = tools_block(self.output["tools"], self.chat.tools_style)
+            prompt = self.system_prompt.strip()
+            if not prompt:
+                return block
+            return f"{block}\n\n{prompt}" if self.chat.tools_style == "qwen3" else f"{prompt}\n\n{block}"
         return self.system_prompt.replace("{output_schema}", json.dumps(self.output_schema(), ensure_ascii=False))
 
 

@@ -102,8 +102,15 @@ def visible_answer(profile: Profile, raw: str) -> str:
     return answer.lstrip("\n") if found else raw
 
 
+_XML_CALL = re.compile(r"<tool_call>\s*<function=([A-Za-z0-9_.-]+)>")
+
+
 def tool_of(answer: str) -> str:
-    """The tool an answer called (feedback templates may name it: Holo's `<tool_output tool=\"click\">`)."""
+    """The tool an answer called (feedback templates may name it: Holo's `<tool_output tool=\"click\">`): its JSON
+    `tool_call`, or its native `<function=…>` call."""
+    m = _XML_CALL.search(answer)
+    if m:
+        return m.group(1)
     try:
         call = json.loads(answer).get("tool_call") or {}
         return str(call.get("tool_name") or "action")
@@ -137,7 +144,8 @@ def _summary_of(dropped: Sequence[PastStep]) -> str:
             data = json.loads(past.answer)
             bits = [str(data.get("thought") or ""), str(data.get("note") or "")]
         except (ValueError, AttributeError):
-            bits = [past.answer[:120]]
+            call = past.answer.rpartition("</think>")[2].strip()  # a native tool call: what it did
+            bits = [re.sub(r"\s+", " ", call)[:120]]
         line = " — ".join(b for b in bits if b)
         lines.append(f"step {i}: {line[:200]}")
     return "Earlier steps, summarised to fit the context:\n" + "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ same screenshot handling and mapping as a real step); point-in-box scoring with 
 memory; results, summaries and charts.
 
 `replay/`: the user's own recorded runs, each step asked again and scored against what the user did. `trial/`: the
-short sample Settings → "Test on this computer" runs, and the results kept for comparison.
+short sample Settings → General → "Test on this computer" runs, and the results kept for comparison.
 
 Qt-free. May import app.domain, app.engine (the engine protocol, never llama_cpp) and app.setup (hub downloads);
 replay reads the history database itself, read-only. The command line (app.cli.eval_cmd) and the Settings window

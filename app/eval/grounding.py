@@ -17,9 +17,12 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.settings import Settings
 from app.engine.base import Engine
-from app.eval import drawing, report
+from app.engine.profile import ImageSpec
+from app.eval import report
 from app.eval.items import Item
 from app.eval.memory import GpuPeak, peak_rss_bytes, peak_rss_since_reset, reset_peak_rss
+from app.eval.reports import charts, page
+from app.eval.reports.misses import misses
 from app.eval.runner import ItemResult, check_item, run_items
 from app.eval.suites import Suite
 
@@ -28,6 +31,7 @@ CALL = ("Deskhand's step contract: the image as the screenshot of a first step (
         "the item's instruction as the task, no history, the profile's answer schema; the point of the proposed "
         "action (a click's, or any action's target) mapped to the image's pixels as a real step maps it; a hit is "
         "a point inside the target (box corners included). The same call for every setting compared.")
+PROGRESS_EVERY_S = 5.0  # at most this long without a progress line while items are scored
 THINKING_BUDGET = 1024  # tokens, when --thinking on meets a profile that names no budget
 
 
@@ -120,14 +124,20 @@ def _measure(v: Variant, items: Sequence[Item], results_file: Path, token: Cance
                         "memory_estimate_bytes": info.memory_bytes, "warnings": list(info.warnings),
                         "files": [report.model_file(f) for f in v.files],
                         "profile": getattr(profile, "name", ""), "profile_file": str(getattr(profile, "source", "")),
+                        "tiled": isinstance(getattr(profile, "image", None), ImageSpec),  # a tile budget applies
                         "load_s": load_s}
+
+            said = [time.monotonic()]
 
             def collect(i: int, n: int, r: ItemResult, label: str = f"{v.name}: " if v.name else "") -> None:
                 m.results.append(r)
                 if progress is not None:
                     progress(i, n, r)
-                if i == n or i == 1 or i % 10 == 0:
-                    say(f"{label}{i}/{n} items, {sum(x.hit for x in m.results)} hit, last {r.seconds:.2f} s")
+                now = time.monotonic()
+                if i in (1, n) or now - said[0] >= PROGRESS_EVERY_S:  # a slow model: a line every few seconds
+                    said[0] = now
+                    hits = sum(x.hit for x in m.results)
+                    say(f"{label}{i}/{n} items, {hits} {'hit' if hits == 1 else 'hits'} so far, last {r.seconds:.2f} s")
 
             run_items(engine, items, results_file, token, v.name, collect)
         finally:
@@ -177,7 +187,9 @@ def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequen
     first = next(iter(engines.values()), None)
     measured = {
         "suite": {"name": suite.name, "title": suite.title, "source": source, "license": suite.license,
-                  "items_in_suite": len(all_items), "published": suite.published},
+                  "items_in_suite": len(all_items),
+                  "published": [{"model": f.model, "accuracy": f.accuracy, "source": f.source}
+                                for f in suite.published]},
         "items": len(items), "seed": seed, "deskhand_version": __version__, "call": CALL,
         "engine": first or {"kind": variants[0].kind if variants else "", "model": ""},
         "engines": engines,
@@ -191,8 +203,8 @@ def evaluate(suite: Suite, source: str, all_items: Sequence[Item], items: Sequen
     s = report.summary(runs, measured, complete)
     report.write(out, s, suite.breakdown)
     key = next((k for k in suite.breakdown if "/" not in k), "kind")
-    seconds = [r.seconds for rs in runs.values() for r in rs]
-    drawing.chart(s, key, seconds, out / "chart.png")
-    drawing.misses([r for rs in runs.values() for r in rs], out / "misses.png")
+    charts.chart(s, key, {name: [r.seconds for r in rs] for name, rs in runs.items()}, out / "chart.png")
+    misses([r for rs in runs.values() for r in rs], out / "misses.png")
+    page.write(out, s, suite.breakdown)
     (out / "items.json").write_text(json.dumps([it.id for it in items]) + "\n", encoding="utf-8")
     return s

@@ -1,4 +1,5 @@
-"""What a run measured, in three forms: `summary.json` (every figure), `summary.md` and the lines printed."""
+"""What a run measured, in three forms: `summary.json` (every figure), `summary.md` (Markdown tables) and the lines
+printed; the same tables feed `report.html` (app/eval/reports/page.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.domain.report_page import markdown_table
 from app.eval.runner import ItemResult
 from app.eval.stats import Paired, Rate, paired, percentile
 
@@ -188,31 +190,110 @@ def lines(s: dict[str, Any], breakdown: Sequence[str]) -> list[str]:
     out.append(f"memory: GPU peak {gpu / 2**30:.2f} GiB" if gpu is not None else
                "memory: GPU peak not measured (no NVIDIA GPU seen)")
     out[-1] += f", process peak {mem.get('process_peak_bytes', 0) / 2**30:.2f} GiB"
-    for note in (failed_note(s), profile_note(s), chance_note(s)):
-        if note:
-            out.append(f"note: {note}")
+    if published_words(s):
+        out.append(f"published: {published_words(s)}")
+    out += [f"note: {note}" for note in notes(s)]
+    return out
+
+
+def _rate(r: dict[str, Any]) -> str:
+    return f"{100 * r['accuracy']:.1f}% [{100 * r['ci95'][0]:.1f}–{100 * r['ci95'][1]:.1f}] ({r['hits']}/{r['n']})"
+
+
+def result_table(s: dict[str, Any]) -> tuple[list[str], list[list[str]], list[int]]:
+    """The results as a table: headers, one row per setting (or model), the numeric columns."""
+    models = s.get("compared") == "models"
+    engines = s.get("engines", {})
+    headers = ["model" if models or not s["settings"] or list(s["variants"]) == [""] else "setting"]
+    headers += (["quantization", "profile"] if models else []) + [
+        "accuracy [95% interval] (hits/items)", "s/item median", "s/item p90", "tokens in/out per item"]
+    headers += ["peak memory"] if models else []
+    rows = []
+    for name, v in s["variants"].items():
+        e = engines.get(name, {})
+        quant, memory = model_cells(e)
+        t = v["tokens_per_item"]
+        row = [name or str(s["engine"].get("model") or "default")]
+        row += [quant, str(e.get("profile", ""))] if models else []
+        row += [_rate(v["overall"]), f"{v['seconds_per_item']['median']:.3f}", f"{v['seconds_per_item']['p90']:.3f}",
+                f"{t['evaluated']:.0f} / {t['generated']:.0f}"]
+        row += [memory] if models else []
+        rows.append(row)
+    accuracy = 3 if models else 1  # the column after the name (and the model's quantization and profile)
+    return headers, rows, [accuracy + 1, accuracy + 2, accuracy + 3]
+
+
+def breakdown_table(s: dict[str, Any], key: str) -> tuple[list[str], list[list[str]]] | None:
+    """One row per group of `key` (e.g. platform), one column per setting or model; None when no item has it."""
+    names = list(s["variants"])
+    groups: list[str] = []
+    for v in s["variants"].values():
+        groups += [g for g in v["by"].get(key, {}) if g not in groups]
+    if not groups:
+        return None
+    headers = [key] + [n or str(s["engine"].get("model") or "accuracy") for n in names]
+    rows = [[g] + [_rate(r) if (r := s["variants"][n]["by"].get(key, {}).get(g)) else "–" for n in names]
+            for g in groups]
+    return headers, rows
+
+
+def difference_words(s: dict[str, Any]) -> str:
+    if "difference" not in s:
+        return ""
+    d = s["difference"]
+    return (f"{d['second_minus_first']}: {100 * d['difference']:+.1f} points [{100 * d['ci95'][0]:+.1f} to "
+            f"{100 * d['ci95'][1]:+.1f}], paired over {d['n']} item(s) ({d['right_only_second']} right only with "
+            f"the second, {d['right_only_first']} only with the first)")
+
+
+def published_words(s: dict[str, Any]) -> str:
+    """The published figures for this suite, each with its number; "" when none is known (then nothing is said)."""
+    return "; ".join(f"{f['model']} {f['accuracy']:.1f}% ({f['source']})" for f in s["suite"].get("published", []))
+
+
+def notes(s: dict[str, Any]) -> list[str]:
+    return [n for n in (failed_note(s), profile_note(s), chance_note(s)) if n]
+
+
+def measured_lines(s: dict[str, Any]) -> list[str]:
+    """What was measured, how and with what: the part of the report that lets a reader trust the figures."""
+    out = [f"suite: {s['suite']['name']} ({s['suite']['source']}, licence {s['suite']['license']}), "
+           f"{s['items']} of {s['suite']['items_in_suite']} item(s), seed {s['seed']}", f"call: {s['call']}"]
+    engines = s.get("engines") or {"": s["engine"]}
+    for name, e in engines.items() if s.get("compared") == "models" else list(engines.items())[:1]:
+        out.append(f"engine{f' [{name}]' if name and s.get('compared') == 'models' else ''}: {e['kind']}, "
+                   f"{e.get('device', '')}, model {e.get('model', '')}"
+                   + (f", profile {e['profile']} ({e.get('profile_file', '')})" if e.get("profile") else ""))
+        out += [f"  file {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}"
+                for f in e.get("files", [])]
+    out += [f"settings{f' [{name}]' if name else ''}: {json.dumps(settings, ensure_ascii=False)}"
+            for name, settings in s["settings"].items()]
+    mem = s.get("memory", {})
+    gpu = mem.get("gpu_peak_bytes")
+    out.append(("memory: GPU peak " + _gib(gpu) if gpu is not None else "memory: GPU peak not measured (no NVIDIA "
+                "GPU seen)") + f", process peak {_gib(mem.get('process_peak_bytes', 0))}")
+    if "wall_s" in s:
+        out.append(f"wall time: {s['wall_s']:.1f} s")
     return out
 
 
 def markdown(s: dict[str, Any], breakdown: Sequence[str]) -> str:
     md = [f"# {s['suite']['title']} — Deskhand {s['deskhand_version']}", ""]
-    md += ["```", *lines(s, breakdown), "```", "", "## What was measured", ""]
-    md.append(f"- suite: {s['suite']['name']} ({s['suite']['source']}, licence {s['suite']['license']}), "
-              f"{s['items']} of {s['suite']['items_in_suite']} item(s), seed {s['seed']}")
-    md.append(f"- call: {s['call']}")
-    engines = s.get("engines") or {"": s["engine"]}
-    for name, e in engines.items() if s.get("compared") == "models" else list(engines.items())[:1]:
-        md.append(f"- engine{f' [{name}]' if name and s.get('compared') == 'models' else ''}: {e['kind']}, "
-                  f"{e.get('device', '')}, model {e.get('model', '')}"
-                  + (f", profile {e['profile']} ({e.get('profile_file', '')})" if e.get("profile") else ""))
-        for f in e.get("files", []):
-            md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
-    for name, settings in s["settings"].items():
-        md.append(f"- settings{f' [{name}]' if name else ''}: {json.dumps(settings, ensure_ascii=False)}")
-    md.append(f"- published figures to compare with: {s['suite']['published']}")
-    for note in (failed_note(s), profile_note(s), chance_note(s)):
-        if note:
-            md += ["", f"**{note}**"]
+    if not s["complete"]:
+        md += ["**Stopped early: these figures are partial.**", ""]
+    headers, rows, numeric = result_table(s)
+    md += [*markdown_table(headers, rows, numeric), ""]
+    if "difference" in s:
+        md += [f"Difference {difference_words(s)}.", ""]
+    for key in breakdown:
+        table = breakdown_table(s, key)
+        if table is not None:
+            md += [f"## By {key}", "", *markdown_table(*table), ""]
+    md += ["## What was measured", ""]
+    md += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}" for line in measured_lines(s)]
+    if published_words(s):
+        md.append(f"- published figures to compare with: {published_words(s)}")
+    md += [line for note in notes(s) for line in ("", f"**{note}**")]
     return "\n".join(md) + "\n"
 
 

@@ -1,5 +1,6 @@
-"""What a live-task suite run (`deskhand eval tasks`) measured: `summary.json` (every figure), `summary.md` and
-the lines printed. Works on the per-task result objects as written to results.jsonl (plain dicts)."""
+"""What a live-task suite run (`deskhand eval tasks`) measured: `summary.json` (every figure), `summary.md` (a
+Markdown table), `report.html` (one page for a browser) and the lines printed. Works on the per-task result objects
+as written to results.jsonl (plain dicts)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.domain.report_page import document, escape, markdown_table
+from app.domain.report_page import table as html_table
 from app.eval.stats import Rate, percentile
 
 STATUSES = ("passed", "failed", "skipped", "error", "stopped")
@@ -75,28 +78,60 @@ def lines(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def markdown(s: dict[str, Any]) -> str:
-    md = [f"# Live tasks: {s['suite']['folder']} — Deskhand {s['deskhand_version']}", "", "```", *lines(s), "```", "",
-          "| task | app | result | steps | s/step | model calls | replayed | why |",
-          "|---|---|---|---:|---:|---:|---:|---|"]
-    for r in s["results"]:
-        why = str(r["said"]).replace("|", "\\|").replace("\n", " ")
-        md.append(f"| {r['name']} | {r['app'] or '–'} | {r['status']} | {r['steps']} | "
-                  f"{_seconds(r['seconds_per_step'])} | {r['model_calls']} | {r['replayed']} | {why} |")
+HEADERS = ["task", "app", "result", "steps", "s/step", "model calls", "replayed", "why"]
+
+
+def table(s: dict[str, Any]) -> list[list[str]]:
+    return [[r["name"], r["app"] or "–", r["status"], str(r["steps"]), _seconds(r["seconds_per_step"]),
+             str(r["model_calls"]), str(r["replayed"]), " ".join(str(r["said"]).split())] for r in s["results"]]
+
+
+def _totals(s: dict[str, Any]) -> list[str]:
+    """The counts and speed lines of `lines`, without the per-task rows."""
+    out = lines(s)
+    return out[len(s["results"]) + 2:]
+
+
+def _measured(s: dict[str, Any]) -> list[str]:
     e = s["engine"]
-    md += ["", "## What was measured", "",
-           f"- suite: {s['suite']['folder']}, {s['tasks']} of {s['suite']['tasks_in_suite']} task(s)",
-           f"- engine: {e.get('kind', '')}, {e.get('device', '')}, model {e.get('model', '')}"]
-    for f in e.get("files", []):
-        md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
-    md.append(f"- display: {s['display']}; each task in a fresh temporary home, its application started by its "
-              "setup, its check in code run after the run")
-    md.append("- seconds per step: the run's wall time (capture, model, action, settling) over its steps")
+    out = [f"suite: {s['suite']['folder']}, {s['tasks']} of {s['suite']['tasks_in_suite']} task(s)",
+           f"engine: {e.get('kind', '')}, {e.get('device', '')}, model {e.get('model', '')}"]
+    out += [f"  file {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}"
+            for f in e.get("files", [])]
+    out.append(f"display: {s['display']}; each task in a fresh temporary home, its application started by its "
+               "setup, its check in code run after the run")
+    out.append("seconds per step: the run's wall time (capture, model, action, settling) over its steps")
+    return out
+
+
+def markdown(s: dict[str, Any]) -> str:
+    md = [f"# Live tasks: {s['suite']['folder']} — Deskhand {s['deskhand_version']}", ""]
+    if not s["complete"]:
+        md += ["**Stopped early: these figures are partial.**", ""]
+    md += [*markdown_table(HEADERS, table(s), numeric=(3, 4, 5, 6)), ""]
+    md += [f"- {line.removeprefix('note: ')}" for line in _totals(s) if not line.startswith("note: ")]
+    md += ["", "## What was measured", ""]
+    md += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}" for line in _measured(s)]
     if note(s):
         md += ["", f"**{note(s)}**"]
     return "\n".join(md) + "\n"
 
 
+def html(s: dict[str, Any]) -> str:
+    title = f"Live tasks: {s['suite']['folder']}, {s['tasks']} task(s)"
+    body = [f"<h1>{escape(title)}</h1>", f"<p class=\"meta\">Deskhand {escape(s['deskhand_version'])} · "
+            f"{escape(str(s['engine'].get('model', '')))}</p>"]
+    if not s["complete"]:
+        body.append("<p class=\"note\">Stopped early: these figures are partial.</p>")
+    if note(s):
+        body.append(f"<p class=\"note\">{escape(note(s))}</p>")
+    body += ["<h2>Results</h2>", html_table(HEADERS, table(s), numeric=(3, 4, 5, 6))]
+    body += [f"<p>{escape(line)}</p>" for line in _totals(s) if not line.startswith("note: ")]
+    body += ["<h2>What was measured</h2>", "<ul>", *(f"<li>{escape(x.strip())}</li>" for x in _measured(s)), "</ul>"]
+    return document(f"{title} — Deskhand", "\n".join(body))
+
+
 def write(folder: Path, s: dict[str, Any]) -> None:
     (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
+    (folder / "report.html").write_text(html(s), encoding="utf-8")

@@ -41,7 +41,7 @@ def make_engine(settings: Any) -> Any:
     if not engine_configured(settings):
         raise DeskhandError("Deskhand has no model set up yet, so it cannot look at the screen or act.",
                             "Ask the person at this computer to open Deskhand and set up a model (Settings → "
-                            "Model), or to run `deskhand setup`.")
+                            "General), or to run `deskhand setup`.")
     if settings.engine == "remote":
         check_screenshots_may_leave(settings)
         from app.engine.remote.engine import RemoteEngine

@@ -1,8 +1,10 @@
 """The model catalog (`resources/models/catalog.json`, plus the user's `models.json`) and what fits in a GPU.
 
-Published values only: a file's `size` and `sha256` are what its publisher states, or None; its `revision` is a
-pinned commit where one is known, else a branch. `approx_size` is an estimate for memory planning and never used to
-verify anything. Files live in Hugging Face repositories and are downloaded through huggingface_hub (download.py).
+An entry names a Hugging Face repository (`repo`, `revision`), the model's role (`kind`: GGUF files to download, or a
+checkpoint to convert), family and profile. Its files, their sizes and SHA-256 and the commit are not written here:
+they are read from the hub when a person chooses the entry (hub_listing.py, resolve.py), so that every file is pinned
+to one commit and verified. A quantization or the mmproj may name its file (a hint that resolution checks against the
+repository); `approx_size` is an estimate for planning before the hub is read, never used to verify anything.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.domain.errors import DeskhandError
 from app.domain.resources import resource_path
+from app.setup.step_figures import StepFigure, step_time
+
+if TYPE_CHECKING:
+    from app.setup.hub_listing import Licence
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -48,7 +54,7 @@ class CatalogError(DeskhandError):
 
 @dataclass(frozen=True)
 class CatalogFile:
-    filename: str  # its path in the repository
+    filename: str  # its path in the repository ("" until resolve.py reads the repository)
     repo: str | None  # "owner/name" on the hub; None: no download address
     revision: str  # a commit (pinned) or a branch such as "main" (what the branch holds when downloaded)
     size: int | None  # published size in bytes
@@ -68,6 +74,11 @@ class CatalogFile:
     @property
     def downloadable(self) -> bool:
         return self.repo is not None
+
+    @property
+    def resolved(self) -> bool:
+        """Named, pinned to a commit and with the size and SHA-256 the hub publishes: ready to download."""
+        return bool(self.filename) and self.pinned and self.size is not None and self.sha256 is not None
 
     @property
     def local_name(self) -> str:
@@ -105,6 +116,16 @@ class ModelEntry:
     memory: MemoryShape = HOLOTRON_MEMORY
     convert_command: str = ""  # set when the files are made from the original checkpoint, not downloaded
     recommend: bool = False  # a candidate when the setup recommends a model by GPU memory
+    repo: str | None = None  # the repository its files come from (a checkpoint's, for `kind` "checkpoint")
+    revision: str = "main"  # what is read from it: resolved to the commit it names when the entry is chosen
+    kind: str = "gguf"  # "gguf": files to download; "checkpoint": a checkpoint to convert
+    publisher: str = ""  # a community conversion's publisher ("" for the model's makers)
+    family: str = ""  # what users read: "Holo4", "Holotron4" (the profile's family)
+    terms: Licence | None = None  # the licence read from the hub (resolve.py); None until then
+    source_line: str = ""  # where the resolved files were read from: "repo @ commit (read from the hub)"
+    generation: str = ""  # when its makers released it ("2026-09"): the recommendation prefers the newest
+    step_shape: str = ""  # the random-weight shape whose measured step times stand for it (step_figures.py)
+    noncommercial: bool = False  # reported non-commercial (before the hub's card is read): never the default pick
 
     def quant(self, name: str | None = None) -> Quantization:
         if name is None:
@@ -116,7 +137,15 @@ class ModelEntry:
                             f"Choose one of {', '.join(q.name for q in self.quantizations)}.")
 
     def downloadable(self, quant: Quantization) -> bool:
-        return quant.file.downloadable and self.mmproj.downloadable
+        return self.kind == "gguf" and quant.file.downloadable and self.mmproj.downloadable
+
+    @property
+    def resolved(self) -> bool:
+        return self.terms is not None
+
+    @property
+    def community(self) -> bool:
+        return bool(self.publisher)
 
     def files(self, quant: Quantization) -> tuple[CatalogFile, CatalogFile]:
         return quant.file, self.mmproj
@@ -178,9 +207,17 @@ def _hub_address(d: dict[str, Any], filename: str, where: str) -> tuple[str | No
     return repo, revision, filename
 
 
-def _file(d: Any, where: str) -> CatalogFile:
+def _file(d: Any, where: str, repo: str | None = None, revision: str = "main") -> CatalogFile:
+    """A file spec; in an entry with a `repo` it may leave out its name (read from the repository when chosen)."""
+    if d is None and repo is not None:
+        d = {}
     if not isinstance(d, dict):
         raise CatalogError(f"The model catalog is malformed: {where} is not an object.", "Fix the catalog file.")
+    if repo is not None:
+        d = {"repo": repo, "revision": revision, **d}
+        if not d.get("filename"):
+            return CatalogFile("", repo, str(d["revision"]), None, None, _opt_int(d, "approx_size", where),
+                               str(d.get("provenance", "")))
     filename = _req(d, "filename", str, where)
     repo, revision, filename = _hub_address(d, filename, where)
     parts = filename.split("/")
@@ -218,7 +255,20 @@ def _entry(d: Any) -> ModelEntry:
         raise CatalogError(f"The model catalog is malformed: “{name}” is not a valid entry name (a-z, 0-9, .-_).",
                            "Fix the catalog file.")
     where = f"entry “{name}”"
-    lic = _req(d, "license", dict, where)
+    lic = d.get("license") or {"name": "read from the model card when chosen", "url": ""}
+    if not isinstance(lic, dict):
+        raise CatalogError(f"The model catalog is malformed: {where} “license” is not an object.",
+                           "Fix the catalog file.")
+    repo = d.get("repo")
+    if repo is not None and not (isinstance(repo, str) and _REPO.fullmatch(repo)):
+        raise CatalogError(f"The model catalog is malformed: {where} “repo” must be “owner/name”.",
+                           "Fix the catalog file.")
+    revision = str(d.get("revision") or "main")
+    kind = str(d.get("kind", "gguf"))
+    if kind not in ("gguf", "checkpoint"):
+        raise CatalogError(f"The model catalog is malformed: {where} “kind” must be “gguf” or “checkpoint”.",
+                           "Fix the catalog file.")
+    file_repo = repo if kind == "gguf" else None  # a checkpoint's outputs are made here, not downloaded
     quants = _req(d, "quantizations", list, where)
     if not quants:
         raise CatalogError(f"The model catalog is malformed: {where} lists no quantization.", "Fix the catalog file.")
@@ -228,16 +278,23 @@ def _entry(d: Any) -> ModelEntry:
             raise CatalogError(f"The model catalog is malformed: {where} has a quantization that is not an object.",
                                "Fix the catalog file.")
         qname = _req(q, "name", str, where)
-        qs.append(Quantization(qname, _file(q.get("file"), f"{where} {qname}")))
+        qs.append(Quantization(qname, _file(q.get("file"), f"{where} {qname}", file_repo, revision)))
     qs.sort(key=lambda q: q.file.planning_size or 0)
+    mmproj = _file(d.get("mmproj"), f"{where} mmproj", file_repo, revision)
+    addresses = {(f.repo, f.revision) for f in [*(q.file for q in qs), mmproj]}
+    if repo is None and kind == "gguf" and len(addresses) == 1 and None not in next(iter(addresses)):
+        repo, revision = next(iter(addresses))  # files that all name one repository: it is the entry's
     return ModelEntry(
         name=name, title=_req(d, "title", str, where), description=str(d.get("description", "")),
         profile=str(d.get("profile", "auto")), source_model=str(d.get("source_model", "")),
-        license=License(_req(lic, "name", str, where + " license"), _req(lic, "url", str, where + " license"),
+        license=License(_req(lic, "name", str, where + " license"), str(lic.get("url", "")),
                         str(lic.get("source", ""))),
-        quantizations=tuple(qs), mmproj=_file(d.get("mmproj"), f"{where} mmproj"),
+        quantizations=tuple(qs), mmproj=mmproj,
         how_to_get=str(d.get("how_to_get", "")), memory=_memory(d.get("memory"), where),
-        convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)))
+        convert_command=str(d.get("convert_command", "")), recommend=bool(d.get("recommend", False)),
+        repo=repo, revision=revision, kind=kind, publisher=str(d.get("publisher", "")),
+        family=str(d.get("family", "")), generation=str(d.get("generation", "")),
+        step_shape=str(d.get("step_shape", "")), noncommercial=bool(lic.get("noncommercial", False)))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -324,10 +381,12 @@ class Recommendation:
     entry: ModelEntry
     quant: Quantization
     fit: Fit | None  # None when the sizes are unknown
+    reasons: tuple[str, ...] = ()  # why this one (recommend_model): generation, step time measured here, licence
 
     def describe(self) -> str:
         head = f"{self.entry.title}, {self.quant.name}"
-        return f"{head}: {self.fit.describe()}" if self.fit else f"{head}: its size is not published."
+        text = f"{head}: {self.fit.describe()}" if self.fit else f"{head}: its size is not published."
+        return text + (" " + " ".join(self.reasons) if self.reasons else "")
 
 
 def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
@@ -347,25 +406,67 @@ def recommend(entry: ModelEntry, budget: int | None) -> Recommendation:
     return Recommendation(entry, q, f)
 
 
-def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384) -> Recommendation:
-    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU): the largest candidate model
-    (catalog order) that fits entirely with at least `min_context` tokens, at its longest context, then its largest
-    quantization; else the smallest file (on a CPU or a small GPU the smallest model answers soonest)."""
-    options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations
-               if e.downloadable(q) and q.file.planning_size and e.mmproj.planning_size]
+def _obtainable(e: ModelEntry, q: Quantization) -> bool:
+    """Files Deskhand can download, or make from the model's checkpoint."""
+    return (e.downloadable(q) or (e.kind == "checkpoint" and bool(e.convert_command))) \
+        and bool(q.file.planning_size) and bool(e.mmproj.planning_size)
+
+
+def recommend_model(catalog: Catalog, budget: int | None, min_context: int = 16384, gpu_name: str | None = None,
+                    figures: tuple[StepFigure, ...] | None = None) -> Recommendation:
+    """The model to suggest for `budget` bytes of free GPU memory (None: no usable GPU) across every family, and why.
+
+    Among the candidates (`recommend`) that fit entirely with at least `min_context` tokens: a licence that allows
+    commercial use (a model reported non-commercial is never the default), then the newest generation, then within
+    it the fastest step measured on this kind of GPU when every candidate was measured there (step_figures.py), else
+    published files before a conversion, then the larger model (the more accurate of a family); at its longest
+    context and largest quantization. When nothing fits: the smallest file (on a CPU or a small GPU the smallest
+    model answers soonest)."""
+    if figures is None:
+        from app.setup.step_figures import load_figures
+
+        figures = load_figures()
+    options = [(e, q) for e in catalog.models if e.recommend for q in e.quantizations if _obtainable(e, q)]
     if not options:
         return recommend(catalog.default_entry, budget)
-    order = {e.name: i for i, e in enumerate(catalog.models)}
-    fitting = []
-    for e, q in options:
+    fitting: dict[str, tuple[ModelEntry, Recommendation]] = {}
+    for e, _ in options:
+        rec = recommend(e, budget)
+        if rec.fit is not None and rec.fit.fits and rec.fit.context_size >= min_context:
+            fitting[e.name] = (e, rec)
+    if not fitting:
+        e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
         fit = plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory)
-        if fit.fits and fit.context_size >= min_context:
-            fitting.append((e, q, fit))
-    if fitting:
-        e, q, fit = max(fitting, key=lambda x: (order[x[0].name], x[2].context_size, x[1].file.planning_size or 0))
-        return Recommendation(e, q, fit)
-    e, q = min(options, key=lambda x: x[1].file.planning_size or 0)
-    return Recommendation(e, q, plan(q.file.planning_size or 0, e.mmproj.planning_size or 0, budget, e.memory))
+        why = ("Nothing larger fits entirely on this GPU; the smallest model answers soonest." if budget is not None
+               else "Without a GPU the smallest model answers soonest.")
+        return Recommendation(e, q, fit, (why,))
+    entries = [e for e, _ in fitting.values()]
+    commercial = [e for e in entries if not e.noncommercial] or entries
+    newest = max(e.generation for e in commercial)
+    group = [e for e in commercial if e.generation == newest]
+    times = {e.name: step_time(figures, e.step_shape, gpu_name) for e in group}
+    order = {e.name: i for i, e in enumerate(catalog.models)}
+    if len(group) > 1 and all(times.values()):
+        best = min(group, key=lambda e: times[e.name].auto_step_s)  # type: ignore[union-attr]
+        how = "the fastest step measured on this kind of GPU among them"
+    else:
+        best = max(group, key=lambda e: (e.kind == "gguf", max(q.file.planning_size or 0 for q in e.quantizations),
+                                         -order[e.name]))
+        how = "files published ready to use" if best.kind == "gguf" else "made from its checkpoint"
+    rec = fitting[best.name][1]
+    reasons = [f"Why: the newest generation that fits ({newest or 'undated'}; {how})."]
+    measured = times.get(best.name) or step_time(figures, best.step_shape, gpu_name)
+    if measured is not None:
+        reasons.append(f"A step takes about {measured.auto_step_s:.2f} s on {measured.gpu} (measured with random "
+                       f"weights of its shape, {measured.date[:10]}).")
+    elif gpu_name:
+        reasons.append(f"No step time of its shape has been measured on {gpu_name} yet.")
+    if len(commercial) < len(entries):
+        others = ", ".join(e.title for e in entries if e.noncommercial)
+        reasons.append(f"Also fits, under a non-commercial licence: {others}.")
+    lic = best.terms.describe() if best.terms is not None else best.license.name
+    reasons.append(f"Licence: {lic}.")
+    return Recommendation(rec.entry, rec.quant, rec.fit, tuple(reasons))
 
 
 def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
@@ -377,10 +478,30 @@ def memory_shape_of(meta: dict[str, Any]) -> MemoryShape:
         return int(max(v) if isinstance(v, list) and v else v or default)
 
     n = get("block_count")
+    if arch in ("nemotron_h", "nemotron_h_moe") and n:
+        return _nemotron_shape(meta, arch, n)
     if arch not in ("qwen35", "qwen35moe") or not n:
         return HOLOTRON_MEMORY
-    full = n // max(get("full_attention_interval", 4), 1)
-    kv = full * 2 * get("attention.head_count_kv") * get("attention.key_length", 256) * 2
+    # Multi-token-prediction blocks (Qwen3.8 GGUFs carry one) follow the trunk: attention, never recurrent.
+    nextn = min(get("nextn_predict_layers"), n - 1)
+    full = (n - nextn) // max(get("full_attention_interval", 4), 1)
+    kv = (full + nextn) * 2 * get("attention.head_count_kv") * get("attention.key_length", 256) * 2
     state, groups, inner = get("ssm.state_size"), get("ssm.group_count"), get("ssm.inner_size")
     conv = (get("ssm.conv_kernel", 4) - 1) * (2 * state * groups + inner)
-    return MemoryShape(kv, (n - full) * (conv + state * inner) * 4, n)
+    return MemoryShape(kv, (n - nextn - full) * (conv + state * inner) * 4, n)
+
+
+def _nemotron_shape(meta: dict[str, Any], arch: str, n: int) -> MemoryShape:
+    """Nemotron-H (Holotron-12B) and its mixture of experts (Holotron4): attention layers have KV heads, Mamba2
+    layers neither KV heads nor an FFN width; each Mamba2 layer keeps a conv window and a d_state × d_inner state."""
+    kv_heads = meta.get(f"{arch}.attention.head_count_kv", 0)
+    ffn = meta.get(f"{arch}.feed_forward_length", 0)
+    kv_heads = kv_heads if isinstance(kv_heads, list) else [kv_heads] * n
+    ffn = ffn if isinstance(ffn, list) else [ffn] * n
+    head = int(meta.get(f"{arch}.attention.key_length", 128) or 128)
+    kv = sum(int(h) * 2 * head * 2 for h in kv_heads if h)  # K and V, F16
+    mamba = sum(1 for h, f in zip(kv_heads, ffn, strict=False) if not h and not f)
+    inner, state = int(meta.get(f"{arch}.ssm.inner_size", 0) or 0), int(meta.get(f"{arch}.ssm.state_size", 0) or 0)
+    groups, conv = int(meta.get(f"{arch}.ssm.group_count", 0) or 0), int(meta.get(f"{arch}.ssm.conv_kernel", 4) or 4)
+    per_layer = (conv - 1) * (inner + 2 * groups * state) + state * inner
+    return MemoryShape(kv, mamba * per_layer * 4, n)

@@ -170,6 +170,37 @@ class Downloader:
         os.replace(part, blob)
         return self._finish(spec, commit, blob, digest, hub_sha, resumed, emit)
 
+    def leading_bytes(self, repo: str, revision: str, filename: str, n: int = 1 << 16) -> bytes:
+        """The first `n` bytes of a file of `repo` (a ranged request; only `n` bytes are read even from a server that
+        ignores the range): enough of a GGUF header to tell a text model from a projector."""
+        from urllib.parse import urljoin
+
+        from huggingface_hub import get_session, hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status  # type: ignore[attr-defined]
+
+        url = hf_hub_url(repo, filename, revision=revision, endpoint=self.endpoint)
+        headers = {**build_hf_headers(token=self.token), "Range": f"bytes=0-{n - 1}"}
+        try:
+            for _ in range(6):  # the hub redirects to its storage; the token stays with the hub
+                with get_session().stream("GET", url, headers=headers, follow_redirects=False) as r:
+                    if r.is_redirect and "location" in r.headers:
+                        url = urljoin(url, r.headers["location"])
+                        if not same_host(self.endpoint, url):
+                            headers.pop("authorization", None)
+                        continue
+                    if r.status_code >= 400:
+                        r.read()  # the error's body (the hub's X-Error-Code is in the headers)
+                        hf_raise_for_status(r)
+                    data = b""
+                    for piece in r.iter_bytes():
+                        data += piece
+                        if len(data) >= n:
+                            break
+                    return data[:n]
+        except Exception as exc:  # huggingface_hub and httpx raise their own types
+            raise hub_error(exc, filename, repo, bool(self._token), endpoint=self.endpoint) from None
+        raise DownloadError(f"{self.endpoint} redirected {filename} too many times.", "Try again later.")
+
     def discard_partial(self, spec: CatalogFile) -> None:
         """Delete what a paused download kept of `spec`."""
         part = self._parts.get((spec.repo or "", spec.filename))

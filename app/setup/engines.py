@@ -42,7 +42,7 @@ def check_screenshots_may_leave(s: Settings) -> None:
     if not endpoint.loopback and s.engine_confirmed_host != endpoint.host:
         raise DeskhandError(
             f"Screenshots of your screen would be sent to {endpoint.host}, which you have not confirmed yet.",
-            "Open Settings → Model and save the server address again: Deskhand asks before sending screenshots to "
+            "Open Settings → General and save the server address again: Deskhand asks before sending screenshots to "
             "another computer.")
 
 

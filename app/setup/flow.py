@@ -24,6 +24,7 @@ from app.setup.catalog import (
 from app.setup.download import DownloadControl, Downloader, DownloadProgress, DownloadResult
 from app.setup.gpu import GPUReport
 from app.setup.hub import hub_cache
+from app.setup.hub_listing import ListingStore, RepoListing, read_listing
 
 
 def user_catalog_file(paths: Paths) -> Path:
@@ -50,6 +51,36 @@ def downloader_for(**kw: Any) -> Downloader:
     return Downloader(token=token, **kw)
 
 
+def listing_store(paths: Paths) -> ListingStore:
+    """Where the last file list read of each repository is kept (what `setup --list` shows while offline)."""
+    return ListingStore(paths.cache / "hub-listings")
+
+
+def read_entry_listing(paths: Paths, entry: ModelEntry, downloader: Downloader) -> RepoListing:
+    """The entry's repository as the hub describes it now (or, the hub being unreachable, as last read)."""
+    if entry.repo is None:
+        raise not_downloadable(entry)
+    return read_listing(entry.repo, entry.revision, endpoint=downloader.endpoint, token=downloader.token,
+                        store=listing_store(paths))
+
+
+def resolve_choice(paths: Paths, entry: ModelEntry, downloader: Downloader) -> ModelEntry:
+    """`entry` as it is on the hub now: files pinned to one commit with their published sizes and SHA-256, the
+    text model told from the projector by name or GGUF header, and the model card's licence."""
+    from app.engine.gguf.header import leading_metadata
+    from app.setup.resolve import resolve_entry
+
+    listing = read_entry_listing(paths, entry, downloader)
+    if listing.from_store:  # a download needs the hub anyway; say so now, not after a failed request
+        from app.setup.transfer import DownloadError
+
+        raise DownloadError(f"The hub cannot be reached to read the files of {entry.title} ({entry.repo}).",
+                            "Check the internet connection (or HF_ENDPOINT) and try again; files already "
+                            "downloaded can be chosen by hand.")
+    return resolve_entry(entry, listing, header=lambda name: leading_metadata(
+        downloader.leading_bytes(listing.repo, listing.commit, name)))
+
+
 def unverified_files(entry: ModelEntry, quant: Quantization) -> list[CatalogFile]:
     return [f for f in entry.files(quant) if not f.verified]
 
@@ -71,6 +102,18 @@ class Checked:
     mmproj_bytes: int
     memory: MemoryShape
     profile: str
+
+
+def vision_files_beside(text: str | Path) -> list[Path]:
+    """The vision projectors lying beside a text model (`mmproj-….gguf`, as the hub's GGUF repositories name
+    them), in name order: the wizard proposes the one there is, or lists them."""
+    model = Path(text).expanduser()
+    try:
+        files = sorted(model.parent.iterdir())
+    except OSError:
+        return []  # a folder that is not there (yet): nothing to propose
+    return [f for f in files if f.suffix.lower() == ".gguf" and "mmproj" in f.name.lower() and f.name != model.name
+            and f.is_file()]
 
 
 def check_pair(text: str | Path, mmproj: str | Path) -> Checked:
@@ -111,8 +154,14 @@ def chosen_settings(settings: Settings, checked: Checked, gpu: GPUReport | None 
 def download_pair(downloader: Downloader, entry: ModelEntry, quant: Quantization, *, accept_unverified: bool,
                   control: DownloadControl | None = None,
                   progress: Callable[[int, int, DownloadProgress], None] | None = None,
-                  ) -> tuple[Checked, list[DownloadResult]]:
-    """Text model and mmproj, each resumed, verified and in the hub cache; then the engine's checks."""
+                  paths: Paths | None = None) -> tuple[Checked, list[DownloadResult]]:
+    """Text model and mmproj, each resumed, verified and in the hub cache; then the engine's checks. With `paths`,
+    a licence that needs the person's acknowledgement (licence_consent.py) must have it."""
+    if paths is not None:
+        from app.setup.licence_consent import refuse_without_consent
+
+        refuse_without_consent(paths, entry, "acknowledge the licence in the setup window, or run `deskhand setup "
+                               f"--download {entry.name} --accept-licence`")
     files = entry.files(quant)
     results = []
     for i, f in enumerate(files):
@@ -149,7 +198,8 @@ def what_it_downloads(entry: ModelEntry, quant: Quantization) -> str:
 
     files = entry.files(quant)
     sizes = [f.planning_size for f in files]
-    names = " + ".join(f.local_name for f in files)
+    names = " + ".join(f.local_name for f in files) if all(f.filename for f in files) else \
+        f"the {quant.name} text model + vision projector of {entry.repo}"
     if any(n is None for n in sizes):
         return f"{names} (size not published)"
     total = sum(n or 0 for n in sizes)
@@ -161,7 +211,7 @@ def what_it_downloads(entry: ModelEntry, quant: Quantization) -> str:
 def not_downloadable(entry: ModelEntry) -> DeskhandError:
     if entry.convert_command:
         return DeskhandError(f"{entry.title} has no published GGUF files: Deskhand makes them from H Company's "
-                             "checkpoint.", f"Run `{entry.convert_command}` (or “Get Holotron-12B…” in the setup "
-                             "window).")
+                             "checkpoint.", f"Run `{entry.convert_command}` (or “Get {entry.title.split(' (')[0]}…” "
+                             "in the setup window).")
     return DeskhandError(f"{entry.title} cannot be downloaded by Deskhand: no download address is known.",
                          entry.how_to_get or "Choose model files you already have.")

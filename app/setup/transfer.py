@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 
 from app.domain.errors import Cancelled, DeskhandError
 from app.domain.units import human_bytes, human_duration
-from app.setup.catalog import MiB
 
+MiB = 1 << 20
 CHUNK = 1 * MiB
 
 

@@ -23,11 +23,14 @@ failing the task). What `ctx` offers:
 The check runs with the task's HOME and DISPLAY in its environment and its working directory at ctx.work.
 Run as `deskhand --check-worker RESULT.json` (python -m app --check-worker ...) by app.tasks.python_check,
 the request (this JSON) on its stdin: the run's variables may hold a password, which is never written to a file.
+On POSIX the check itself runs in a process forked from this one, so that its parent (os.getppid()) is this
+worker and never Deskhand: a check that signals its parent ends only itself.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -133,11 +136,36 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                                         "saying what is wrong"}
 
 
+MAX_SAID = 2000  # characters of what a check says (a check returning 10 MB of text is not printed whole)
+
+
+def said_briefly(text: str, limit: int = MAX_SAID) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
 def main(argv: list[str]) -> int:
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     sys.stdin.close()  # the check itself reads nothing from there
+    if hasattr(os, "fork"):
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid:  # this worker: the check's parent, in Deskhand's place
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            if code >= 0:
+                return code
+            if not Path(argv[0]).exists():
+                import signal
+
+                Path(argv[0]).write_text(json.dumps({"status": "broken", "said": (
+                    f"the check was ended by signal {-code} ({signal.Signals(-code).name}) before it answered")}),
+                    encoding="utf-8")
+            return 128 - code
     result = run(request)
+    result["said"] = said_briefly(str(result["said"]))
     Path(argv[0]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    if hasattr(os, "fork"):
+        sys.stdout.flush()
+        os._exit(0)  # the forked check ends here, not in the worker's own code after main()
     return 0
 
 

@@ -1,12 +1,18 @@
 """Running a Python success check in a child process, so that a check that hangs, crashes or eats memory cannot
 take Deskhand with it: it is stopped (with everything it started) after its timeout, and what went wrong is
-said in words — a failure of the task, or a broken check."""
+said in words — a failure of the task, or a broken check.
+
+A check is code the person trusted (`task import --trust-python-check`), run as them, so it could end any of
+their processes; what stops one that signals Deskhand by mistake: its parent is a worker process, never Deskhand
+(app.tasks.check_child), and on Linux, where the kernel lets a user make namespaces, it runs in a PID namespace of
+its own, where no process outside it has a number it can signal (`unshare --user --pid`, util-linux)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import app
+from app.tasks.check_child import MAX_SAID, said_briefly
 
 ROOT = Path(app.__file__).resolve().parent.parent  # where `app` is imported from, for the child's sys.path
 PASSED, FAILED, BROKEN = "passed", "failed", "broken"
@@ -49,6 +56,23 @@ def worker_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "--check-worker"]
     return [sys.executable, "-m", "app", "--check-worker"]
+
+
+MAX_RESULT_BYTES = 1 << 20
+_NAMESPACE = ["unshare", "--user", "--map-current-user", "--pid", "--fork", "--kill-child"]
+_namespace_usable: bool | None = None
+
+
+def namespace_prefix() -> list[str]:
+    """`unshare …` before the worker's command where a PID namespace can be made here (probed once), else []."""
+    global _namespace_usable
+    if _namespace_usable is None:
+        _namespace_usable = False
+        if sys.platform.startswith("linux") and shutil.which("unshare"):
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                _namespace_usable = subprocess.run([*_NAMESPACE, "true"], capture_output=True,
+                                                   timeout=10).returncode == 0
+    return list(_NAMESPACE) if _namespace_usable else []
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -86,7 +110,7 @@ def run_python_check(req: CheckRequest, timeout_s: float) -> CheckOutcome:
         cwd = req.work if req.work.is_dir() else Path(tmp)
         with output.open("wb") as out:
             try:
-                proc = subprocess.Popen([*worker_command(), str(result)], cwd=cwd, env=env,
+                proc = subprocess.Popen([*namespace_prefix(), *worker_command(), str(result)], cwd=cwd, env=env,
                                         stdin=subprocess.PIPE, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
             except OSError as exc:
@@ -105,11 +129,15 @@ def run_python_check(req: CheckRequest, timeout_s: float) -> CheckOutcome:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         try:
+            if result.stat().st_size > MAX_RESULT_BYTES:  # written by the check's own code past its answer
+                raise ValueError("too large")
             answer = json.loads(result.read_text(encoding="utf-8"))
-            return CheckOutcome(str(answer["status"]), str(answer["said"]))
+            # the worker cut it already; a result the check's own code wrote is cut here (room for the worker's note)
+            return CheckOutcome(str(answer["status"]), said_briefly(str(answer["said"]), MAX_SAID + 100))
         except (OSError, ValueError, KeyError, TypeError):
             printed = _tail(output)
-            return CheckOutcome(BROKEN, f"the process running {name} ended with status {code} before it answered"
+            how = f"was ended by signal {-code}" if code < 0 else f"ended with status {code}"
+            return CheckOutcome(BROKEN, f"the process running {name} {how} before it answered"
                                         + (f": {printed}" if printed else ""))
 
 

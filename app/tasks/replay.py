@@ -12,10 +12,18 @@ replayed step asks like any other), the approval, the stale checks, the records 
 was replayed (`counters.replayed`) and so took no model time, and how its target was found
 (`counters.replay_pixels`, `counters.replay_element`). The model is loaded only when a step needs it; it is
 shown the task with the saved steps as guidance.
+
+A secret variable's value (a password the recorded run typed into a password field) is one of the run's secrets
+from its start (`secrets`: every record, the trajectory and the terminal show it as "[redacted]"), and the step
+that types it is risky (`Proposal.risk`): it is asked about as the recorded password-field write was. A saved
+step that was not done (rejected, skipped, refused) is not followed blindly by the steps after it: the model does
+the rest. The run's answer is not the saved run's: where this run ends with the saved steps, its answer says
+plainly that it is the saved run's, and when that was.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import math
@@ -33,16 +41,21 @@ from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
 from app.domain.geometry import Monitor, input_to_model
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
+from app.domain.units import steps_text
 from app.engine.base import Engine, ProgressFn, TextFn
-from app.tasks.saved_task import SavedStep, SavedTask
+from app.tasks.saved_task import SavedStep, SavedTask, template_names
 
 log = logging.getLogger(__name__)
 
 
+# the loop's feedback after a step it carried out (app.agent.loop: "Done: …", "Waited 2 seconds.")
+PERFORMED_FEEDBACK = ("Done", "Waited ")
+
+
 def guidance(task: SavedTask, values: dict[str, str]) -> str:
-    """The task as the model is shown it in a replay: the text, then what was done the last time."""
-    lines = [f"{i}. {task.render(s.description, values) if '{' in s.description else s.description}"
-             for i, s in enumerate(task.steps, 1) if s.description]
+    """The task as the model is shown it in a replay: the text, then what was done the last time (each step as
+    it was recorded: a typed password was recorded as "[redacted]")."""
+    lines = [f"{i}. {s.description}" for i, s in enumerate(task.steps, 1) if s.description]
     return (f"{task.render(task.task, values)}\n\nThis task was done before in these steps; the screen may differ "
             "now, so adapt them to what you see:\n" + "\n".join(lines))
 
@@ -75,6 +88,12 @@ class ReplayEngine:
         self.by_element_alone = self.by_both = 0  # replayed steps whose element found, or confirmed, the target
         self.task_for_model = guidance(task, values)
         self.elements: Any = None  # the run's accessibility lookups (use_elements); None: pixels alone
+        # the values of the task's secret variables: the loop keeps them out of every record from the run's start
+        self.secrets: tuple[str, ...] = task.secret_values(values)
+        self._secret_names = {v.name for v in task.variables if v.secret}
+        # the saved step proposed last: (its index, the history's length then, whether it was replayed)
+        self._pending: tuple[int, int, bool] | None = None
+        self.model_only = False  # a replayed step was not done: the model does the rest
 
     # ------------------------------------------------------------------ the Engine protocol
     def load(self, progress: ProgressFn | None, token: CancelToken) -> EngineInfo:
@@ -85,12 +104,17 @@ class ReplayEngine:
     def propose(self, task: str, observation: Observation, history: Sequence[PastStep], token: CancelToken,
                 on_text: TextFn | None = None) -> Proposal:
         token.check()
+        self._after_last(observation, history)
+        if self.model_only:
+            self.asked += 1
+            return self._model_engine(token).propose(self.task_for_model, observation, history, token, on_text)
         if self.next_step >= len(self.saved.steps):
             return self._finished()
         step = self.saved.steps[self.next_step]
         start = time.perf_counter()
         placed = self._placed(step, observation) if observation.image is not None else None
         if placed is not None:
+            self._pending = (self.next_step, len(history), True)
             self.next_step += 1
             self.replayed += 1
             self.by_element_alone += placed.by_element and not placed.by_pixels
@@ -102,7 +126,8 @@ class ReplayEngine:
                                                                                        ensure_ascii=False),
                             Counters(replayed=1, replay_pixels=int(placed.by_pixels),
                                      replay_element=int(placed.by_element)),
-                            Timings(total_s=time.perf_counter() - start))
+                            Timings(total_s=time.perf_counter() - start), risk=self._risk(step))
+        self._pending = (self.next_step, len(history), False)
         self.next_step += 1  # the model does this step its own way; the saved ones after it are tried next
         self.asked += 1
         return self._model_engine(token).propose(self.task_for_model, observation, history, token, on_text)
@@ -116,8 +141,51 @@ class ReplayEngine:
             self._model.close()
 
     # ------------------------------------------------------------------ the parts
+    def _after_last(self, observation: Observation, history: Sequence[PastStep]) -> None:
+        """What became of the saved step proposed last: proposed again on a new screenshot (its target changed
+        before it was done: the loop took it back from the history), or not done (the next ones would act on a
+        screen it did not prepare: the model does the rest)."""
+        if self._pending is None:
+            return
+        index, history_length, replayed = self._pending
+        self._pending = None
+        if len(history) <= history_length:  # the same saved step again, on the new screen
+            self.next_step = index
+            self.replayed -= replayed
+            self.asked -= not replayed
+        elif not observation.feedback.startswith(PERFORMED_FEEDBACK):
+            log.info("saved step %d was not done (%s); the model does the rest", index + 1, observation.feedback)
+            self.model_only = True
+            if self._model_factory is None:
+                from app.domain.errors import DeskhandError
+
+                raise DeskhandError(f"Step {index + 1} of the saved task “{self.saved.name}” was not done "
+                                    f"({observation.feedback.rstrip('.')}), so the steps after it are not replayed "
+                                    "blindly, and no model is set up to go on another way.",
+                                    "Run the task again and approve that step, or set up a model (deskhand setup).")
+
+    def _risk(self, step: SavedStep) -> str:
+        """Why the replayed step is risky whatever the screen shows now: it types a secret variable, which the
+        recorded run typed into a password field."""
+        if step.action.get("tool_name") not in ("write", "type"):
+            return ""
+        named = [n for n in template_names(str(step.action.get("content", ""))) if n in self._secret_names]
+        return (f"it types the secret {{{named[0]}}}, which the saved run typed into a password field"
+                if named else "")
+
     def _finished(self) -> Proposal:
-        call = {"tool_name": "answer", "content": self.saved.answer or "The saved task's steps are done."}
+        """Every saved step is done: the run ends, its answer plainly the saved run's (this run did not read the
+        screen), with when that was."""
+        saved = self.saved
+        when = (dt.datetime.fromtimestamp(saved.created_at).strftime("%Y-%m-%d %H:%M") if saved.created_at
+                else "an earlier day")
+        run = f"run {saved.source_run}" if saved.source_run else "the saved run"
+        if saved.answer:
+            content = (f"Did the saved task's {steps_text(len(saved.steps))} again; this answer was not read from "
+                       f"the screen now. The saved run's answer ({run}, saved on {when}): {saved.answer}")
+        else:
+            content = f"Did the saved task's {steps_text(len(saved.steps))} again (saved from {run} on {when})."
+        call = {"tool_name": "answer", "content": content}
         return Proposal(None, "Every saved step is done.", action_from_tool_call(call), call, json.dumps(call),
                         Counters(replayed=1))
 

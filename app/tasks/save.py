@@ -6,6 +6,7 @@ secret variable, asked for when the task runs."""
 from __future__ import annotations
 
 import io
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,26 @@ def _variables(values: dict[str, str]) -> list[Variable]:
 
 
 def _template(text: str, variables: list[Variable]) -> str:
-    out = escape(text)
-    for v in sorted(variables, key=lambda v: len(v.default), reverse=True):  # the longest first: "ab" before "a"
-        out = out.replace(escape(v.default), "{" + v.name + "}")
-    return out
+    """`text` as a template: its braces doubled, each variable's text replaced by {name} — in one pass, the
+    longest text first where two overlap ("alice@example.com" before "alice"), and never inside a {name} put
+    there already."""
+    named = {escape(v.default): v.name for v in variables if v.default}
+    if not named:
+        return escape(text)
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(named, key=len, reverse=True)))
+    return pattern.sub(lambda m: "{" + named[m.group(0)] + "}", escape(text))
+
+
+def _performed(row: dict[str, Any], call: dict[str, Any]) -> bool:
+    """The step was done as recorded: approved (as proposed, as the person edited it, or by auto-approve) and
+    carried out without an error — not skipped, rejected, refused, stopped, stale, or cut short by the person
+    taking over the mouse."""
+    if row["decision"] not in PERFORMED:
+        return False
+    if call.get("tool_name") in ("wait", "answer", "done", "ask_user"):
+        return True  # no input: nothing to carry out
+    executed = row["executed"]
+    return isinstance(executed, dict) and not executed.get("stopped")  # the executor's outcome: it was done
 
 
 def save_run(db: Path, runs_dir: Path, run_id: int, name: str, values: dict[str, str] | None = None
@@ -88,9 +105,9 @@ def save_run(db: Path, runs_dir: Path, run_id: int, name: str, values: dict[str,
     task_text = _template(run["task"], variables)
     steps, secrets, answer = [], 0, ""
     for r in _final_attempts(rows):
-        call = r["edited_action"] or r["action"]
-        if call is None or r["decision"] not in PERFORMED:
-            continue  # skipped, rejected, refused or invalid: not part of what worked
+        call = r["edited_action"] or r["action"]  # the person's edit, where they made one, is what was done
+        if call is None or not _performed(r, call):
+            continue  # skipped, rejected, refused, invalid or not carried out: not part of what worked
         if call.get("tool_name") in ("answer", "done"):
             answer = str(call.get("content", ""))
             continue

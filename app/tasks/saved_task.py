@@ -15,19 +15,27 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
-import string
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
+from app.agent.run_memory import REDACTED
 from app.domain.errors import DeskhandError
 
 FORMAT = "deskhand-task"
 VERSION = 2
 NAME_RE = re.compile(r"^[\w][\w .-]{0,63}$")
+VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+# Windows opens these as devices, whatever follows a dot (CON.deskhand-task.json is the console)
+DEVICE_NAMES = {"con", "prn", "aux", "nul", *(f"{d}{n}" for d in ("com", "lpt") for n in "0123456789¹²³")}
+MAX_FILE_BYTES = 256 * 1024 * 1024  # far above any task Deskhand writes; /dev/zero is not read until memory ends
+# in a template: {{ and }} are braces, {name} a variable; anything else with a brace is not Deskhand's
+_TEMPLATE_PART = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
 @dataclass(frozen=True)
@@ -138,9 +146,10 @@ class SavedTask:
         return [v.name for v in self.variables]
 
     def render(self, text: str, values: dict[str, str]) -> str:
-        """`text` (braces doubled, {name} for a variable) with the run's values; DeskhandError for a missing one."""
+        """`text` (braces doubled, {name} for a variable) with the run's values; DeskhandError for a missing one
+        or a damaged text. Only a bare {name} is a field: no format specs, conversions or nested fields."""
         try:
-            names = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+            names = template_names(text)
         except ValueError as exc:
             raise DeskhandError(f"A text in the task “{self.name}” is damaged ({exc}).",
                                 "Save the task again from its run in History.") from exc
@@ -148,7 +157,15 @@ class SavedTask:
         if missing:
             raise DeskhandError(f"The task “{self.name}” needs a value for {', '.join(missing)}.",
                                 f"Give it with --var {missing[0]}=VALUE.")
-        return text.format_map(values)
+        return _TEMPLATE_PART.sub(lambda m: values[m.group(1)] if m.group(1) is not None else m.group(0)[0], text)
+
+    def shown(self, text: str, values: dict[str, str]) -> str:
+        """`text` rendered as records, terminals and windows show it: a secret variable's value as "[redacted]"."""
+        return self.render(text, {**values, **{v.name: REDACTED for v in self.variables if v.secret}})
+
+    def secret_values(self, values: dict[str, str]) -> tuple[str, ...]:
+        """The run's values of its secret variables: kept out of every record, as a typed password is."""
+        return tuple(values[v.name] for v in self.variables if v.secret and values.get(v.name, "").strip())
 
     def values(self, given: dict[str, str]) -> dict[str, str]:
         """The run's variable values: those given, else the recorded defaults; unknown names are an error."""
@@ -157,8 +174,9 @@ class SavedTask:
             known = ", ".join(self.variable_names()) or "none"
             raise DeskhandError(f"The task “{self.name}” has no variable {unknown[0]!r} (it has: {known}).",
                                 "Use `deskhand task show NAME` to see its variables.")
+        # a secret without a value (none given, or an empty one) is left out: asked for, never typed empty
         return {v.name: given.get(v.name, v.default) for v in self.variables
-                if v.name in given or not v.secret or v.default}
+                if not v.secret or given.get(v.name, v.default)}
 
     def version(self) -> int:
         """The lowest format version that holds this task (an older Deskhand still opens a task it can run)."""
@@ -184,7 +202,19 @@ def escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+def template_names(text: str) -> list[str]:
+    """The variables a template names; ValueError saying what in it is not a bare {name} or a doubled brace."""
+    names = []
+    for m in _TEMPLATE_PART.finditer(text):
+        field = m.group(1)
+        if field is not None:
+            if not VARIABLE_RE.match(field):
+                raise ValueError(f"“{{{field}}}” is not a variable: write {{name}}, and a brace itself as {{{{ or }}}}")
+            names.append(field)
+        elif m.group(0) in "{}":
+            raise ValueError(f"a single “{m.group(0)}” at character {m.start() + 1}: a brace itself is written "
+                             f"{m.group(0) * 2}")
+    return names
 
 
 def check_name(name: str) -> str:
@@ -193,7 +223,36 @@ def check_name(name: str) -> str:
         raise DeskhandError(f"“{name}” cannot be a task name.",
                             "Use letters, digits, spaces, dots, dashes or underscores (at most 64), starting with a "
                             "letter or digit.")
+    if name.split(".")[0].rstrip(" ").lower() in DEVICE_NAMES:
+        raise DeskhandError(f"“{name}” cannot be a task name: Windows reserves {name.split('.')[0].upper()} for a "
+                            "device, so the task could not be copied to or run on Windows.",
+                            "Choose another name (e.g. add a word to it).")
     return name
+
+
+def _variable(v: Any) -> Variable:
+    name = v["name"]
+    if not isinstance(name, str) or not VARIABLE_RE.match(name):
+        raise ValueError(f"a variable's name {name!r} is not letters, digits and underscores (at most 32, not "
+                         "starting with a digit)")
+    default = v.get("default", "")
+    if not isinstance(default, str):
+        raise ValueError(f"the variable {name}'s default is a {type(default).__name__}, not text")
+    secret = v.get("secret", False)
+    if not isinstance(secret, bool):  # "yes" or 1 is not read as "not a secret" (its value would be recorded)
+        raise ValueError(f"the variable {name}'s “secret” is {json.dumps(secret)}, not true or false")
+    return Variable(name, default, secret)
+
+
+def _version(d: dict[str, Any], where: str, keep: str) -> int:
+    version = d.get("version")
+    if type(version) is not int or version < 1:  # "2", 2.0, true, 0 and -1 are no format version
+        raise DeskhandError(f"{where} is damaged: its task format version is {json.dumps(version)}, not a whole "
+                            f"number from 1 to {VERSION}.", keep)
+    if version > VERSION:
+        raise DeskhandError(f"{where} was saved by a newer Deskhand (task format {version}; this one reads "
+                            f"{VERSION}).", f"Update Deskhand to run it. {keep}")
+    return version
 
 
 def from_json(d: Any, where: str) -> SavedTask:
@@ -201,10 +260,7 @@ def from_json(d: Any, where: str) -> SavedTask:
     keep = f"{where} was left as it is."
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise DeskhandError(f"{where} is not a Deskhand task file.", keep)
-    version = d.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise DeskhandError(f"{where} was saved by a newer Deskhand (task format {version}; this one reads "
-                            f"{VERSION}).", f"Update Deskhand to run it. {keep}")
+    _version(d, where, keep)
     try:
         steps = tuple(SavedStep(
             dict(s["action"]), str(s.get("description", "")),
@@ -213,15 +269,23 @@ def from_json(d: Any, where: str) -> SavedTask:
             (float(s["end_offset"][0]), float(s["end_offset"][1])) if s.get("end_offset") else None,
             (int(s["screen_size"][0]), int(s["screen_size"][1])) if s.get("screen_size") else (0, 0),
             s.get("element"), str(s.get("window", "")), str(s.get("raw", ""))) for s in d["steps"])
-        variables = tuple(Variable(str(v["name"]), str(v.get("default", "")), bool(v.get("secret", False)))
-                          for v in d.get("variables", ()))
+        variables = tuple(_variable(v) for v in d.get("variables", ()))
+        if len({v.name for v in variables}) != len(variables):
+            raise ValueError("a variable is named twice")
         checks = tuple(check_from_json(c) for c in d.get("checks", ()))
-        task = SavedTask(check_name(str(d["name"])), str(d["task"]), steps, variables, str(d.get("answer", "")),
+        try:
+            name = check_name(str(d["name"]))
+        except DeskhandError as exc:
+            raise ValueError(f"its name: {exc.what.rstrip('.')}") from None
+        task = SavedTask(name, str(d["task"]), steps, variables, str(d.get("answer", "")),
                          int(d.get("source_run", 0)), float(d.get("created_at", 0.0)), str(d.get("model", "")),
                          dict(d.get("extra", {})), checks)
+        _check_templates(task)
     except DeskhandError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:  # OSError: a picture PIL cannot read
+    # OSError and DecompressionBombError: a picture PIL cannot (or will not) read
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, RecursionError,
+            Image.DecompressionBombError) as exc:
         raise DeskhandError(f"{where} is damaged: {type(exc).__name__}: {exc}.", keep) from exc
     for s in steps:
         if s.crop_png:
@@ -232,18 +296,71 @@ def from_json(d: Any, where: str) -> SavedTask:
     return task
 
 
+def _check_templates(task: SavedTask) -> None:
+    """Every text the run fills in is a template naming only the task's variables (said on load, not mid-run)."""
+    known = set(task.variable_names())
+    texts = [("its task", task.task), *((f"step {i}", str(s.action.get("content", "")))
+                                         for i, s in enumerate(task.steps, 1) if s.action.get("tool_name") in
+                                         ("write", "type")),
+             *(("a check", t) for c in task.checks if c.kind in ("file", "window") for t in (c.target, c.contains))]
+    for where, text in texts:
+        try:
+            names = template_names(text)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if unknown := [n for n in names if n not in known]:
+            raise ValueError(f"{where} names {{{unknown[0]}}}, which is not one of its variables")
+
+
+def read_regular_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of `path` if it is a regular file of at most `limit` bytes; DeskhandError (naming `what`, e.g.
+    "The task file x") for a device, a FIFO or a folder — never read until memory ends, never waited on;
+    FileNotFoundError where there is nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise  # the caller says what is missing
+    except OSError as exc:
+        raise DeskhandError(f"{what} could not be read: {exc.strerror or exc}.", "Check the file.") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(
+                info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else \
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file"
+            raise DeskhandError(f"{what} is {kind}, not a task file.", "Give the path of a .deskhand-task.json file.")
+        if info.st_size > limit:
+            raise DeskhandError(f"{what} is {info.st_size / 2**20:,.0f} MiB; a task file is at most "
+                                f"{limit / 2**20:,.0f} MiB.", "Check that it is a Deskhand task file.")
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # it grew while being read
+                raise DeskhandError(f"{what} is larger than {limit / 2**20:,.0f} MiB.",
+                                    "Check that it is a Deskhand task file.")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise DeskhandError(f"{what} could not be read: {exc.strerror or exc}.", "Check the file.") from exc
+    finally:
+        os.close(fd)
+
+
 def read_task(path: Path) -> SavedTask:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular_file(path, f"The task file {path}")
     except FileNotFoundError:
         raise DeskhandError(f"There is no task file {path}.", "See `deskhand task list`.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DeskhandError(f"The task file {path} could not be read: {exc}.", "Check the file.") from exc
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DeskhandError(f"The task file {path} could not be read: {exc}.", "Check the file.") from exc
     except json.JSONDecodeError as exc:
         raise DeskhandError(f"The task file {path} is damaged (not JSON: {exc}).",
                             f"{path} was left as it is.") from exc
+    except RecursionError:
+        raise DeskhandError(f"The task file {path} is damaged: it is nested too deeply to be a task.",
+                            f"{path} was left as it is.") from None
     return from_json(data, f"The task file {path}")
 
 

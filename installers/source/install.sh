@@ -55,10 +55,12 @@ if [ "$MODE" = test ]; then
   # accessibility bus (at-spi2-core) and GTK dialogs (zenity) for the accessibility tests;
   # a headless GNOME session (mutter, PipeWire, the portals) for the Wayland tests (about 310 MB);
   # the applications of the live-task suite, resources/eval_tasks (an editor, a file manager, a calculator, a
-  # small browser: about 15 MB).
+  # small browser: about 15 MB); systemd's systemd-analyze and systemctl for the schedule tests (their files are
+  # checked and enabled as on a desktop; nothing is started); headless Chromium, which opens the HTML reports (eval,
+  # exported runs) as a person's browser would.
   need_pkgs="$need_pkgs xvfb xauth xdotool jwm trayer x11-xserver-utils x11-utils desktop-file-utils binutils \
 mutter pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome dbus-daemon at-spi2-core zenity \
-mousepad pcmanfm galculator dillo"
+mousepad pcmanfm galculator dillo systemd chromium"
 fi
 if command -v dpkg-query >/dev/null; then
   missing=""

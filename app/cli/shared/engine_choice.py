@@ -79,7 +79,7 @@ def engine_of(s: Any, from_command_line: bool) -> Any:
 
     if not engine_configured(s):
         raise DeskhandError("No engine is set up.", "Give --engine URL (a model server) or --model and --mmproj, or "
-                            "set one up in the app (Settings → Model).")
+                            "set one up in the app (Settings → General).")
     if s.engine == "remote":
         endpoint = parse_endpoint(s.engine_url, s.engine_allow_http)
         if not from_command_line:

@@ -60,6 +60,12 @@ class _Window:
         return left <= x < left + w and top <= y < top + h
 
 
+def _distance(box: tuple[int, int, int, int], window: WindowInfo) -> int:
+    """How far an accessible window's box is from an X window's: the same window's are (nearly) equal."""
+    return (abs(box[0] - window.left) + abs(box[1] - window.top) + abs(box[2] - window.width)
+            + abs(box[3] - window.height))
+
+
 def _session_address() -> str:
     address = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
     if not address or address.startswith("disabled:"):
@@ -192,21 +198,31 @@ class AtspiBackend:
                 continue  # the application went away while we looked
         return out
 
-    def _top_window(self, windows: list[_Window], x: int, y: int) -> _Window | None:
-        here = [w for w in windows if w.contains(x, y)]
-        if not here:
+    def _on_screen(self) -> tuple[WindowInfo, ...] | None:
+        """This display's viewable windows, top-most first, less Deskhand's own (hidden whenever it acts: what is
+        beneath them counts); None where there is no window list (not X11)."""
+        if self._stacking is None:
             return None
-        # Deskhand's own windows (the live view) are hidden whenever it acts: what is beneath them counts
-        stacking = [w for w in self._stacking() if w.pid != self._own_pid] if self._stacking is not None else []
-        top = window_at(tuple(stacking), x, y)
-        if top is not None:
-            same_app = [w for w in here if top.pid and w.pid == top.pid]
-            titled = [w for w in same_app if w.title == top.title]
-            if titled or same_app:
-                return (titled or same_app)[0]
-            if top.pid:  # the top-most window there exposes no tree: what is under it is not the target
-                return None
-        return min(here, key=lambda w: (not w.active, w.box[2] * w.box[3]))
+        return tuple(w for w in self._stacking() if w.pid != self._own_pid)
+
+    def _top_window(self, windows: list[_Window], x: int, y: int) -> _Window | None:
+        """The accessible window that will really receive a click at (x, y), or None. The accessibility bus
+        lists every window of the session: minimised ones, those on other workspaces and those of another
+        display sharing the bus, with the boxes they had. Only the top-most window this display shows at the
+        point counts, and only in its own area (a title bar or border is the window manager's)."""
+        here = [w for w in windows if w.contains(x, y)]
+        on_screen = self._on_screen()
+        if on_screen is None:  # no window list: the active window, when it is there; never a guess
+            active = [w for w in here if w.active]
+            return active[0] if len(active) == 1 else None
+        top = window_at(on_screen, x, y)
+        if top is None or not top.contains(x, y):
+            return None  # the bare desktop, or a window manager's frame: no application's element gets it
+        same_app = [w for w in here if top.pid and w.pid == top.pid]
+        titled = [w for w in same_app if w.title == top.title]
+        if titled or same_app:
+            return min(titled or same_app, key=lambda w: _distance(w.box, top))
+        return None  # the top-most window there exposes no tree (or cannot be told): what is under it is no target
 
     def _descend(self, node: Ref, x: int, y: int) -> Ref:
         for _ in range(MAX_DEPTH):
@@ -273,7 +289,10 @@ class AtspiBackend:
         self._deadline = deadline
         try:
             windows = self._windows()
-            focus = next((w for w in self._stacking() if w.focused), None) if self._stacking else None
+            on_screen = self._on_screen()
+            if on_screen is not None:  # another display's applications share the bus: never theirs
+                windows = [w for w in windows if w.pid in {o.pid for o in on_screen}]
+            focus = next((w for w in on_screen if w.focused), None) if on_screen else None
             chosen = [w for w in windows if focus is not None and w.pid == focus.pid and w.title == focus.title]
             for window in chosen or [w for w in windows if w.active]:
                 if (ref := self._find_focused(window.ref)) is not None:
@@ -307,6 +326,9 @@ class AtspiBackend:
         self._deadline = deadline
         try:
             windows = [w for w in self._windows() if not app or w.app == app]
+            on_screen = self._on_screen()
+            if on_screen is not None:  # only windows this display shows: not minimised, nor another display's
+                windows = [w for w in windows if any(w.pid == o.pid and w.title == o.title for o in on_screen)]
             titled = [w for w in windows if w.title == window]
             return [self._element(ref, w) for w in titled or windows for ref in self._matching(w.ref, role, name)]
         except _Missing as exc:

@@ -121,11 +121,31 @@ def _value(f: BinaryIO, vtype: int, key: str, lengths: dict[str, int]) -> Any:
     raise _Truncated
 
 
+def leading_metadata(data: bytes) -> dict[str, Any]:
+    """The metadata at the start of a GGUF file whose first bytes are `data` (a ranged read of a remote file): every
+    key that fits whole, in file order ({} when `data` is not a GGUF). Converters write general.architecture and
+    general.type first, so a few KiB tell a text model from a projector."""
+    import io
+
+    f = io.BytesIO(data)
+    meta: dict[str, Any] = {}
+    try:
+        if f.read(4) != GGUF_MAGIC or _unpack(f, "<I") not in (2, 3):
+            return meta
+        _unpack(f, "<Q")
+        for _ in range(_unpack(f, "<Q")):
+            key = _string(f)
+            meta[key] = _value(f, _unpack(f, "<I"), key, {})
+    except _Truncated:
+        pass
+    return meta
+
+
 def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
     """Parse a GGUF header; raises ModelFileError saying what is wrong with the file."""
     p = Path(path)
     if not p.exists():
-        raise ModelFileError(f"The {role} file {p} does not exist.", "Check the path in Settings → Model.")
+        raise ModelFileError(f"The {role} file {p} does not exist.", "Check the path in Settings → General.")
     if not p.is_file():
         raise ModelFileError(f"The {role} path {p} is not a file.", "Choose the .gguf file itself.")
     size = p.stat().st_size

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.domain.errors import ModelFileError
-from app.engine.family import check_projector_family, check_text_family, profile_for_architecture
+from app.domain.units import human_bytes
+from app.engine.family import check_projector_family, check_text_family, profile_for_model
 from app.engine.gguf.header import CLIP_MEAN, IMAGENET_MEAN, GGUFInfo, read_gguf
 from app.engine.profile import DynamicImageSpec, Profile, load_profile
 
@@ -33,8 +34,11 @@ class ModelFiles:
         return int(self.text.get(f"{self.text.architecture}.block_count", 0))
 
     def summary(self) -> str:
+        """"Holotron-12B (nemotron_h, 6.9 GiB) + mmproj-….gguf (870.2 MiB)": each file's size in the unit that
+        shows it (a small model is MiB, never "0.0 GiB")."""
         name = self.text.get("general.name") or self.text.path.stem
-        return f"{name} ({self.text.architecture}, {self.text.file_size / 2**30:.1f} GiB) + {self.mmproj.path.name}"
+        return (f"{name} ({self.text.architecture}, {human_bytes(self.text.file_size)}) + {self.mmproj.path.name} "
+                f"({human_bytes(self.mmproj.file_size)})")
 
 
 def _is_mmproj(info: GGUFInfo) -> bool:
@@ -75,7 +79,7 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
     """Both files checked against `profile` (None: the profile of the text model's family); errors raise
     ModelFileError, doubtful values come back as warnings."""
     if not text_path:
-        raise ModelFileError("No text model is set.", "Choose the model's .gguf files in Settings → Model.")
+        raise ModelFileError("No text model is set.", "Choose the model's .gguf files in Settings → General.")
     text = check_text_model(text_path, profile)
     if not mmproj_path:
         raise ModelFileError(
@@ -83,7 +87,7 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
             "Choose the model's mmproj-*.gguf too; without it the model cannot see the screen.")
     mmproj = check_mmproj(mmproj_path)
     check_projector_family(text, mmproj, projector_of(mmproj))
-    name = profile_for_architecture(text.architecture) or ""
+    name = (profile.name if profile is not None else profile_for_model(text)) or ""
     profile = profile or load_profile(name)
     n_embd = int(text.get(f"{text.architecture}.embedding_length", 0))
     proj_dim = int(mmproj.get("clip.vision.projection_dim", 0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -19,15 +20,25 @@ from typing import TYPE_CHECKING, Any
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError, ModelLoadError, ProposalError
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
-from app.engine.answer import parse_answer
+from app.engine.answer import parse_for_profile
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import resolve_profile
 from app.engine.gguf.model_pair import ModelFiles, check_model_files
-from app.engine.grammar import grammar_for_schema
 from app.engine.llama.forced_text import ForcedText
 from app.engine.profile import DEFAULT_PROFILE, DynamicImageSpec, ImageSpec, Profile
-from app.engine.prompt import Segment, build_prompt, image_tokens, visible_answer
+from app.engine.prompt import Segment, build_prompt, image_tokens
+from app.engine.prompt_weights import (
+    ENV,
+    PATCH,
+    MiB,
+    PromptWeights,
+    choose,
+    dequantized_bytes,
+    gpu_compute_capability,
+    is_hopper,
+)
 from app.engine.template_check import layout_drift
+from app.engine.tool_call import grammar_for_profile
 
 if TYPE_CHECKING:
     from app.engine.llama.sampling import GrammarSampler, Sampler
@@ -88,6 +99,43 @@ def gpu_name() -> str | None:
     return name[0].strip() if out.returncode == 0 and name else None
 
 
+def answer_grammar(profile: Profile) -> tuple[str, ForcedText]:
+    """The GBNF grammar the answer is constrained to, and the text it forces: the profile's JSON object, or exactly
+    one native tool call of its tools (the embedded equivalent of a server's `tool_choice: "required"`)."""
+    if profile.tool_calls:
+        from app.engine.llama.forced_text import tool_call_layout
+
+        return grammar_for_profile(profile), ForcedText.of_layout(tool_call_layout(profile.output["tools"]))
+    return grammar_for_profile(profile), ForcedText(profile.output_schema())
+
+
+# GGML_CUDA_RESIDENT_WEIGHTS_MB as the user set it before Deskhand started: it wins over the engine's choice
+_USER_RESIDENT = os.environ.get(ENV)
+
+
+def configure_prompt_weights(files: ModelFiles, offload: bool) -> PromptWeights:
+    """Choose, from the GPU memory left free once the model is loaded, whether llama.cpp keeps the prompt's
+    dequantized weights on the GPU (patch 0006), and tell it through its environment variable: read at each
+    weight's first product, so this takes effect for the model just loaded."""
+    from app.engine.llama.library import patch_set
+    from app.engine.llama.runtime import gpu_memory
+
+    needed = dequantized_bytes(files.text.tensors)
+    if _USER_RESIDENT is not None:
+        mib = max(0, int(_USER_RESIDENT)) if _USER_RESIDENT.strip().isdigit() else 0
+        chosen = PromptWeights(mib * MiB, needed, f"{ENV}={_USER_RESIDENT} was set before Deskhand started")
+        os.environ[ENV] = _USER_RESIDENT
+    else:
+        mem = gpu_memory() if offload else None
+        patched = any(p.startswith(PATCH) for p in patch_set().patches)
+        name = mem.name if mem is not None else "the GPU"
+        chosen = choose(needed, mem.free if mem is not None else None, gpu_offload=mem is not None, patched=patched,
+                        hopper=mem is not None and is_hopper(name, gpu_compute_capability()), gpu=name)
+        os.environ[ENV] = chosen.env_value()
+    log.info("Prompt weights: %s", chosen.describe())
+    return chosen
+
+
 class LocalEngine:
     def __init__(self, config: LocalEngineConfig) -> None:
         self.config = config
@@ -96,11 +144,11 @@ class LocalEngine:
             profile = dataclasses.replace(profile, image=dataclasses.replace(profile.image, max_tiles=config.max_tiles))
         self.profile: Profile = profile
         self.files: ModelFiles | None = None
+        self.prompt_weights: PromptWeights | None = None
         self.info: EngineInfo | None = None
         self._rt: object | None = None
         self._session: object | None = None
-        self._grammar = grammar_for_schema(profile.output_schema())
-        self._forced_text = ForcedText(profile.output_schema())
+        self._grammar, self._forced_text = answer_grammar(profile)
         self._compact = 0
         self._last: list[Segment] = []
 
@@ -135,6 +183,7 @@ class LocalEngine:
                                          n_threads=c.n_threads, flash_attn=c.flash_attn, image_min_tokens=budget[0],
                                          image_max_tokens=budget[1]), progress, token)
         self._rt = rt
+        self.prompt_weights = configure_prompt_weights(files, offload and layers != 0)
         if rt.mrope != self.profile.family.mrope:
             self.close()
             raise ModelLoadError(
@@ -186,7 +235,7 @@ class LocalEngine:
             raise ModelLoadError(
                 f"The context ({n_ctx:,} tokens) is too small for one observation: the prompt ({base - img:,} "
                 f"tokens), one screenshot ({img:,} image tokens) and room for the answer ({reserve:,}) do not fit.",
-                "Raise the context size, or lower the tile budget, in Settings → Model.")
+                "Raise the context size, or lower the tile budget, in Settings → Advanced.")
         target = base + (n_ctx - reserve - base) // 2
         k = next((k for k in range(max(self._compact, 1), len(history)) if length(k) <= target), len(history))
         log.warning("The context (%d tokens) would overflow at step %d: rebuilt it once from a compacted history "
@@ -256,8 +305,7 @@ class LocalEngine:
                 on_text: TextFn | None = None) -> Proposal:
         ans = self.respond(task, observation, history, token, on_text)
         try:
-            parsed = parse_answer(visible_answer(self.profile, ans.raw), self.profile.coordinate_scale,
-                                  finished=ans.finished)
+            parsed = parse_for_profile(self.profile, ans.raw, finished=ans.finished)
         except ProposalError as exc:
             # the whole generation, reasoning included, as a proposal keeps it: history splits it the same way
             exc.raw, exc.counters, exc.timings = ans.raw, ans.counters, ans.timings

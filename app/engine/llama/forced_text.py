@@ -120,6 +120,14 @@ class ForcedText:
         self.states = self._closure({0})
         self.complete = False  # the answer is whole: nothing may follow
 
+    @classmethod
+    def of_layout(cls, node: Node) -> ForcedText:
+        """An automaton for another answer layout (tool_call.forced_layout: native tool calls)."""
+        ops: list[_Op] = []
+        _compile(node, ops)
+        ops.append(_Op("match"))
+        return cls(ops=ops)
+
     def fresh(self) -> ForcedText:
         """The same automaton at the start of an answer (compiled once per engine)."""
         return ForcedText(ops=self.ops)
@@ -167,3 +175,29 @@ class ForcedText:
             out.append(c)
             states = self._step(states, c)
         return "".join(out)
+
+
+def tool_call_layout(tools: list[dict[str, Any]]) -> Any:
+    """The layout tool_call.grammar_for_tools lays a native tool call out in (a superset: lengths and ranges not
+    counted), for ForcedText.of_layout."""
+    from app.engine.tool_call import CLOSE, OPEN, _json_type
+
+    line: Any = ("class", lambda c: c not in "\n" and c >= " ")
+    calls = []
+    for t in tools:
+        required = set(t.get("required", []))
+        parts: list[Any] = [("lit", t["tool_name"] + ">\n")]
+        for p, schema in t["properties"].items():
+            kind = _json_type(schema)
+            if "enum" in schema:
+                value: Any = ("alt", [("lit", str(v)) for v in schema["enum"]])
+            elif kind == "boolean":
+                value = ("alt", [("lit", "true"), ("lit", "false")])
+            elif kind == "array":
+                value = _layout(schema)
+            else:
+                value = _seq(line, ("star", line))
+            param = _seq(("lit", f"<parameter={p}>\n"), value, ("lit", "\n</parameter>\n"))
+            parts.append(param if p in required else ("opt", param))
+        calls.append(("seq", parts))
+    return _seq(("lit", OPEN), ("alt", calls), ("lit", CLOSE))

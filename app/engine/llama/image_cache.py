@@ -1,4 +1,6 @@
-"""Screenshot embeddings of one run, by content digest: no screenshot goes through the vision encoder twice.
+"""Screenshot embeddings of one run, by content digest: no screenshot goes through the vision encoder twice, and no
+tile either: a tile whose pixels are exactly those of a tile still held (the same part of an unchanged screen, most
+tiles from one step to the next) gets that tile's embeddings, copied, instead of another encoder pass.
 
 A screenshot is laid out as pieces of image tokens: one per tile (Holotron's reference tiling, decoded by the
 session as embedding batches that may be split or joined), or one for the whole resized screenshot (Qwen-VL
@@ -7,6 +9,7 @@ dynamic resolution, `atomic`: decoded in one go by mtmd's helper, which sets its
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +36,12 @@ class Piece:
     atomic: bool  # decoded whole by mtmd's helper
 
 
+def _pixels(tile: Image.Image) -> tuple[bytes, bytes]:
+    """A tile's digest and its pixels' bytes."""
+    data = tile.tobytes()
+    return hashlib.blake2b(data, digest_size=16).digest(), data
+
+
 def _gone() -> DeskhandError:
     return DeskhandError("A screenshot of this run is no longer available to the model.", "Start the task again.")
 
@@ -49,6 +58,12 @@ class ImageCache:
         self.tiles_encoded = 0  # bitmaps through the vision encoder (tiles, or whole screenshots)
         self.fresh: set[str] = set()  # screenshots whose first piece was encoded since `begin`
         self.tiles_fresh = 0  # bitmaps encoded since `begin`
+        self.reuse_tiles = True  # off: every tile through the encoder (benchmarks compare the two)
+        self.tiles_reused = 0  # tiles given a held tile's embeddings (identical pixels) instead of an encode
+        self.tiles_reused_fresh = 0  # of those, since `begin`
+        # the held tiles by a digest of their pixels: their pixels, and where tiles with them are held
+        self._by_pixels: dict[bytes, tuple[bytes, list[tuple[str, int]]]] = {}
+        self._pixel_keys: dict[str, list[bytes]] = {}  # a screenshot's digests there, to forget them with it
         self.ahead = EncodeAhead()
         self._encoder = threading.Lock()  # mtmd's context: one encode at a time, whichever thread asks
 
@@ -82,6 +97,7 @@ class ImageCache:
         self.ahead.finish()
         self.fresh.clear()
         self.tiles_fresh = 0
+        self.tiles_reused_fresh = 0
 
     def encode_ahead(self, wanted: Sequence[tuple[str, Image.Image | None, Sequence[int]]], group: int,
                      token: CancelToken) -> None:
@@ -137,7 +153,9 @@ class ImageCache:
             if block is None:  # one block per screenshot: a batch of its consecutive tiles is one run of rows
                 block = self._blocks[digest] = np.empty(
                     (len(tiles), self.spec.tokens_per_tile, self.rt.n_embd), dtype=np.float32)
-            encoded = encode_tiles(self.rt, [bitmaps[i] for i in todo], [block[i] for i in todo])
+            pixels = {i: _pixels(bitmaps[i]) for i in todo}
+            todo = [i for i in todo if not (self.reuse_tiles and self._reuse(digest, i, pixels[i], block))]
+            encoded = encode_tiles(self.rt, [bitmaps[i] for i in todo], [block[i] for i in todo]) if todo else []
             for i, new in zip(todo, encoded, strict=True):
                 if new.shape[0] != self.spec.tokens_per_tile:
                     raise ModelLoadError(
@@ -147,10 +165,45 @@ class ImageCache:
                 tiles[i] = new
                 self.tiles_encoded += 1
                 self.tiles_fresh += 1
+                self._remember(digest, i, pixels[i])
                 if i == 0:
                     self.fresh.add(digest)
             if all(t is not None for t in tiles):
                 self._bitmaps.pop(digest, None)
+
+    def _reuse(self, digest: str, index: int, pixels: tuple[bytes, bytes], block: np.ndarray) -> bool:
+        """Give tile `index` of `digest` the embeddings of a held tile with exactly these pixels (compared byte for
+        byte, not only by digest); False when there is none."""
+        key, data = pixels
+        held = self._by_pixels.get(key)
+        if held is None or held[0] != data:
+            return False
+        found = next((e[i] for d, i in held[1] if (e := self.embeddings.get(d)) is not None and e[i] is not None),
+                     None)
+        if found is None:
+            return False
+        np.copyto(block[index], found)
+        self.embeddings[digest][index] = block[index]
+        self.tiles_reused += 1
+        self.tiles_reused_fresh += 1
+        self._remember(digest, index, pixels)
+        if index == 0:
+            self.fresh.add(digest)
+        return True
+
+    def _remember(self, digest: str, index: int, pixels: tuple[bytes, bytes]) -> None:
+        key, data = pixels
+        self._by_pixels.setdefault(key, (data, []))[1].append((digest, index))
+        self._pixel_keys.setdefault(digest, []).append(key)
+
+    def _forget_pixels(self, digest: str) -> None:
+        for key in self._pixel_keys.pop(digest, []):
+            held = self._by_pixels.get(key)
+            if held is None:
+                continue
+            held[1][:] = [(d, i) for d, i in held[1] if d != digest]
+            if not held[1]:
+                del self._by_pixels[key]
 
     def screenshot(self, digest: str, image: Image.Image | None, token: CancelToken) -> EncodedImage:
         """A dynamic-resolution screenshot, encoded once: stretched to the HF processor's size, then through mtmd."""
@@ -194,6 +247,7 @@ class ImageCache:
             del self.embeddings[d]
             self._bitmaps.pop(d, None)
             self._blocks.pop(d, None)
+            self._forget_pixels(d)
         for d in [d for d in self.encoded if d not in digests]:
             self.encoded.pop(d).free()
         for d in [d for d in self.layouts if d not in digests]:

@@ -31,6 +31,7 @@ _backend_lock = threading.Lock()
 _backend_ready = False
 _LOG_LINES: deque[str] = deque(maxlen=200)
 _DEBUG, _CONT = 1, 5  # ggml_log_level
+_DEVICE_GPU = 1  # ggml_backend_dev_type: GGML_BACKEND_DEVICE_TYPE_GPU
 _last_level = 0
 
 
@@ -93,6 +94,39 @@ def contiguous_rows(parts: list[np.ndarray]) -> int | None:
 
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    name: str  # as the backend describes the device ("NVIDIA H100 80GB HBM3")
+    free: int  # bytes
+    total: int
+
+
+def gpu_memory() -> GpuMemory | None:
+    """Free and total memory of llama.cpp's first GPU device, as its backend measures them now (None: no GPU
+    device in this build)."""
+    from llama_cpp._ggml import libggml as g
+
+    if not hasattr(gpu_memory, "_typed"):
+        g.ggml_backend_dev_count.restype = ctypes.c_size_t
+        g.ggml_backend_dev_get.argtypes, g.ggml_backend_dev_get.restype = [ctypes.c_size_t], ctypes.c_void_p
+        g.ggml_backend_dev_type.argtypes, g.ggml_backend_dev_type.restype = [ctypes.c_void_p], ctypes.c_int
+        g.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
+        g.ggml_backend_dev_description.restype = ctypes.c_char_p
+        g.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                              ctypes.POINTER(ctypes.c_size_t)]
+        gpu_memory._typed = True  # type: ignore[attr-defined]
+    _ensure_backend()
+    for i in range(int(g.ggml_backend_dev_count())):
+        dev = g.ggml_backend_dev_get(i)
+        if g.ggml_backend_dev_type(dev) != _DEVICE_GPU:
+            continue
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        g.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        name = (g.ggml_backend_dev_description(dev) or b"GPU").decode("utf-8", "replace")
+        return GpuMemory(name, int(free.value), int(total.value))
+    return None
 
 
 def _memory_failure(text: str) -> bool:
@@ -181,7 +215,7 @@ class LlamaRuntime:
             detail = recent_log()
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the text model.",
-                                     "Lower “GPU layers” in Settings → Model, or use a smaller quantization.")
+                                     "Lower “GPU layers” in Settings → Advanced, or use a smaller quantization.")
             raise ModelLoadError(f"llama.cpp could not load the text model {os.path.basename(path)}. {_said(detail)}",
                                  "Check the file with `deskhand doctor`; download it again if it is damaged.")
 
@@ -209,9 +243,9 @@ class LlamaRuntime:
             if _memory_failure(detail):
                 raise ModelLoadError(
                     f"There is not enough memory for a {self.options.n_ctx:,}-token context.",
-                    "Choose a smaller context size or fewer GPU layers in Settings → Model.")
+                    "Choose a smaller context size or fewer GPU layers in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp could not create the model context. {_said(detail)}",
-                                 "Try a smaller context size in Settings → Model.")
+                                 "Try a smaller context size in Settings → Advanced.")
 
     def _load_mmproj(self, path: str, threads: int, progress: Callable[[float, str], None] | None) -> None:
         p = mtmd.mtmd_context_params_default()
@@ -236,7 +270,7 @@ class LlamaRuntime:
             detail = recent_log()
             if _memory_failure(detail):
                 raise ModelLoadError("The GPU ran out of memory while loading the vision encoder.",
-                                     "Lower “GPU layers” or the context size in Settings → Model.")
+                                     "Lower “GPU layers” or the context size in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp could not load the mmproj {os.path.basename(path)}. {_said(detail)}",
                                  "Use the mmproj published with this text model.")
         if not mtmd.mtmd_support_vision(self.mctx):
@@ -317,10 +351,10 @@ class LlamaRuntime:
             detail = recent_log(4)
             if rc == 1:
                 raise ModelLoadError(f"The context is full while evaluating {what}.",
-                                     "Raise the context size in Settings → Model.")
+                                     "Raise the context size in Settings → Advanced.")
             if _memory_failure(detail):
                 raise ModelLoadError(f"The GPU ran out of memory while evaluating {what}.",
-                                     "Lower “GPU layers” or the context size in Settings → Model.")
+                                     "Lower “GPU layers” or the context size in Settings → Advanced.")
             raise ModelLoadError(f"llama.cpp failed ({rc}) while evaluating {what}. {_said(detail)}",
                                  "Try again; if it persists, report it with the log file.")
 

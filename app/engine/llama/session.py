@@ -36,7 +36,7 @@ class ContextFull(DeskhandError):
 
     def __init__(self, needed: int, n_ctx: int) -> None:
         super().__init__(f"The step needs {needed:,} tokens but the context holds {n_ctx:,}.",
-                         "Raise the context size in Settings → Model.")
+                         "Raise the context size in Settings → Advanced.")
         self.needed = needed
 
 
@@ -127,7 +127,8 @@ class Session:
             self._evaluate(plan, start, stats, token, logits)
         finally:
             self.images.ahead.finish()  # a worker still running after a failure or a Stop: its current pass at most
-        stats.add(tiles_encoded=self.images.tiles_fresh, images_encoded=len(self.images.fresh))
+        stats.add(tiles_encoded=self.images.tiles_fresh, tiles_reused=self.images.tiles_reused_fresh,
+                  images_encoded=len(self.images.fresh))
         self._sync(stats)
         self.exact = True
         self.pos_end = plan.position(n)

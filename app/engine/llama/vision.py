@@ -70,7 +70,7 @@ def _encoder_failed() -> ModelLoadError:
     detail = recent_log(4)
     if _memory_failure(detail):
         return ModelLoadError("The GPU ran out of memory in the vision encoder.",
-                              "Lower “GPU layers” or the context size in Settings → Model.")
+                              "Lower “GPU layers” or the context size in Settings → Advanced.")
     return ModelLoadError(f"The vision encoder failed. {_said(detail)}", "Report this with the log file.")
 
 

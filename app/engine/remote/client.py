@@ -51,6 +51,7 @@ class ClientOptions:
 class ChatResult:
     content: str = ""
     reasoning: str = ""
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments"}, joined from deltas
     finish_reason: str | None = None
     done: bool = False  # the stream's own end ("data: [DONE]") was read
     usage: dict[str, Any] = field(default_factory=dict)
@@ -271,6 +272,7 @@ class ServerClient:
                         raise self._malformed("a “delta” that is not an object")
                     if choice.get("finish_reason"):
                         result.finish_reason = str(choice["finish_reason"])
+                    self._tool_call_deltas(delta.get("tool_calls"), result, limit)
                     # vLLM renamed reasoning_content to reasoning (PR #27752); read both
                     for kind, piece in (("reasoning", delta.get("reasoning") or delta.get("reasoning_content")),
                                         ("content", delta.get("content"))):
@@ -291,6 +293,30 @@ class ServerClient:
                     if result.finish_reason == "length" and limit and max(len(result.content),
                                                                           len(result.reasoning)) >= limit:
                         return  # closing the stream tells the server to stop generating
+
+    def _tool_call_deltas(self, calls: Any, result: ChatResult, limit: int) -> None:
+        """A server's parsed tool calls (vLLM with --tool-call-parser): each streamed as its index, then its name
+        and pieces of its JSON arguments."""
+        for call in _list(calls):
+            if not isinstance(call, dict):
+                raise self._malformed("a “tool_calls” entry that is not an object")
+            i = call.get("index", len(result.tool_calls))
+            if not isinstance(i, int) or i < 0 or i > 16:
+                raise self._malformed("a tool call index out of range")
+            while len(result.tool_calls) <= i:
+                result.tool_calls.append({"name": "", "arguments": ""})
+            fn = call.get("function") or {}
+            if not isinstance(fn, dict):
+                raise self._malformed("a tool call “function” that is not an object")
+            for key in ("name", "arguments"):
+                piece = fn.get(key)
+                if piece is None:
+                    continue
+                if not isinstance(piece, str):
+                    raise self._malformed(f"a tool call {key} that is not text")
+                result.tool_calls[i][key] += piece
+                if limit and len(result.tool_calls[i][key]) > limit:
+                    raise self._malformed("a tool call longer than the token limit allows")
 
     def _chunk(self, data: str) -> dict[str, Any] | None:
         try:

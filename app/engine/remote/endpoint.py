@@ -66,7 +66,7 @@ def parse_endpoint(url: str, allow_http: bool = False) -> Endpoint:
         raise DeskhandError(
             f"The model server {host} is not on this computer, and “{url}” is plain HTTP: your screenshots "
             "(and the API key) would cross the network unencrypted.",
-            "Use https:// (put the server behind TLS), or allow plain HTTP explicitly (Settings → Model, or "
+            "Use https:// (put the server behind TLS), or allow plain HTTP explicitly (Settings → General, or "
             "--allow-http) if the network in between is yours alone.")
     path = parts.path.rstrip("/") or "/v1"
     return Endpoint(urlunsplit((parts.scheme, parts.netloc, path, "", "")), host, loopback)
@@ -81,6 +81,6 @@ def clean_api_key(key: str) -> str:
             kind = ("a line break" if ch in "\r\n" else "a space" if ch.isspace() else
                     "a control character" if ord(ch) < 32 or ord(ch) == 127 else "a non-ASCII character")
             raise DeskhandError(f"The API key has {kind} at character {i + 1} of {len(text)}; no server accepts "
-                                "such a key.", "Copy the key again, in one piece, into Settings → Model (or "
+                                "such a key.", "Copy the key again, in one piece, into Settings → General (or "
                                 "DESKHAND_API_KEY).")
     return text

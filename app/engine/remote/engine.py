@@ -18,17 +18,17 @@ from typing import Any
 from app.domain.cancel import CancelToken
 from app.domain.errors import DeskhandError, ProposalError
 from app.domain.proposal import Counters, EngineInfo, Observation, PastStep, Proposal, Timings
-from app.engine.answer import parse_answer
+from app.engine.answer import ParsedAnswer, parse_answer
 from app.engine.base import ProgressFn, TextFn
 from app.engine.family import profile_for_served_model
-from app.engine.grammar import grammar_for_schema
 from app.engine.profile import AUTO_PROFILE, DEFAULT_PROFILE, FALLBACK_PROFILE, Profile, load_profile
 from app.engine.remote.client import ClientOptions, ServerClient
 from app.engine.remote.endpoint import Endpoint, parse_endpoint
 from app.engine.remote.errors import RemoteError
 from app.engine.remote.prompt import build_messages, data_url, screenshot_refs, with_images
-from app.engine.remote.request import GRAMMAR, request_body
+from app.engine.remote.request import GRAMMAR, request_body, sends_tools
 from app.engine.remote.server import NEITHER_TODO, ServerInfo, detect
+from app.engine.tool_call import grammar_for_profile
 
 log = logging.getLogger("deskhand.engine.remote")
 THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
@@ -87,7 +87,7 @@ class RemoteEngine:
                               kind="structured")
         self.server = server
         if server.structured == GRAMMAR:
-            self._grammar = grammar_for_schema(self.profile.output_schema())
+            self._grammar = grammar_for_profile(self.profile)
         warnings = []
         if not self.endpoint.loopback:
             warnings.append(f"Screenshots are sent to {self.endpoint.host}, a server that is not this computer.")
@@ -108,13 +108,13 @@ class RemoteEngine:
             if self.config.model not in names:  # llama-cpp-python would silently answer with another model
                 raise RemoteError(f"The server at {self.endpoint.base_url} does not serve the model "
                                   f"“{self.config.model}”.", f"It serves: {', '.join(names) or 'no model'}. Set the "
-                                  "served model name in Settings → Model (--served-model for `deskhand run`).",
+                                  "served model name in Settings → General (--served-model for `deskhand run`).",
                                   kind="model")
             return self.config.model
         if len(names) == 1:
             return names[0]
         raise RemoteError(f"The server at {self.endpoint.base_url} serves {len(names)} models; Deskhand cannot tell "
-                          "which one to use.", f"Choose one of: {', '.join(names) or 'none'} (Settings → Model, or "
+                          "which one to use.", f"Choose one of: {', '.join(names) or 'none'} (Settings → General, or "
                           "--served-model).", kind="model")
 
     # ------------------------------------------------------------------ proposing
@@ -129,7 +129,9 @@ class RemoteEngine:
 
     def _request(self, task: str, observation: Observation, history: Sequence[PastStep]) -> dict[str, Any]:
         assert self.server is not None and self.server.structured is not None
-        messages = build_messages(self.profile, task, observation, history, compact_before=self._compact)
+        tools_sent = self.profile.tool_calls and sends_tools(self.server.structured)
+        messages = build_messages(self.profile, task, observation, history, compact_before=self._compact,
+                                  tools_sent=tools_sent)
         return request_body(self.profile, self.model, messages, server=self.server.kind,
                             mode=self.server.structured, max_tokens=self.max_tokens, max_tiles=self.config.max_tiles,
                             grammar=self._grammar)
@@ -164,13 +166,45 @@ class RemoteEngine:
                             images_encoded=len(refs), context_used=int(usage.get("total_tokens") or 0))
         timings = Timings(generate_s=result.total_s - result.first_token_s, total_s=result.total_s,
                           first_token_s=result.first_token_s)
-        raw = THINK.sub("", result.content, count=1).strip()  # a server without a reasoning parser
         try:
-            parsed = parse_answer(raw, self.profile.coordinate_scale, finished=result.finish_reason != "length")
+            if self.profile.tool_calls:
+                parsed, raw = self._tool_call_answer(result)
+            else:
+                raw = THINK.sub("", result.content, count=1).strip()  # a server without a reasoning parser
+                parsed = parse_answer(raw, self.profile.coordinate_scale, finished=result.finish_reason != "length")
         except ProposalError as exc:
             exc.counters, exc.timings = counters, timings
             raise
         return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, raw, counters, timings)
+
+    def _tool_call_answer(self, result: Any) -> tuple[ParsedAnswer, str]:
+        """A native tool call: as the server's tool parser returned it (name and JSON arguments), or as text in the
+        answer (a server without one). The answer kept for the history is laid out as the embedded engine's
+        generation: the reasoning (when the profile keeps it), the end tag, the call in the template's XML."""
+        from app.engine.answer import thought_of
+        from app.engine.tool_call import call_from_json_arguments, call_from_xml, render_call, validate_call
+
+        p = self.profile
+        tools = p.output["tools"]
+        reasoning = result.reasoning.strip()
+        content = result.content
+        if not reasoning and "</think>" in content:  # a server without a reasoning parser
+            reasoning, _, content = content.partition("</think>")
+            reasoning = reasoning.replace("<think>", "", 1).strip()
+        if result.tool_calls:
+            first = result.tool_calls[0]
+            call = call_from_json_arguments(first["name"], first["arguments"], tools, content or first["arguments"])
+        else:
+            if result.finish_reason == "length":
+                raise ProposalError("The model's answer was cut off before it was complete (it hit the token "
+                                    "limit).", "Ask again (re-propose) or reject the step.", content)
+            call = call_from_xml(content, tools)
+        xml = render_call(call)
+        kept = p.thinking and p.chat.keep_generation_prefix_in_history and reasoning
+        raw = f"{reasoning}\n{p.reasoning.end}{xml}" if kept else xml
+        action = validate_call(call, p.coordinate_scale, raw)
+        before = content.split("<tool_call>", 1)[0].strip()
+        return ParsedAnswer(None, before[:400] or thought_of(p, xml, reasoning), action, call), raw
 
     def prompt_sent(self) -> dict[str, Any] | None:
         """The last request as sent, with screenshots as `deskhand-screenshot:<digest>` references."""

@@ -57,7 +57,7 @@ def status_error(status: int, body: str, where: str, model: str, sent_key: bool,
     if status == 401:
         what = "refused the API key" if sent_key else "needs an API key"
         return RemoteError(f"The model server at {where} {what} (401 Unauthorized).",
-                           "Enter the server's API key in Settings → Model (DESKHAND_API_KEY for `deskhand run`).",
+                           "Enter the server's API key in Settings → General (DESKHAND_API_KEY for `deskhand run`).",
                            kind="auth", status=status)
     if status == 403:
         return RemoteError(f"The model server at {where} denied access (403 Forbidden): {msg}",
@@ -66,11 +66,11 @@ def status_error(status: int, body: str, where: str, model: str, sent_key: bool,
     if CONTEXT_PATTERNS.search(msg):
         return RemoteError(f"The conversation no longer fits the model's context on the server: {msg}",
                            "Start the server with a longer context (vLLM: --max-model-len), or lower the tile "
-                           "budget in Settings → Model.", kind="context", status=status)
+                           "budget in Settings → Advanced.", kind="context", status=status)
     if status == 404:
         if "model" in msg.lower():
             return RemoteError(f"The model server at {where} does not serve the model “{model}”: {msg}",
-                               "Set the served model name in Settings → Model (--served-model for `deskhand run`).",
+                               "Set the served model name in Settings → General (--served-model for `deskhand run`).",
                                kind="model", status=status)
         return RemoteError(f"The server at {where} has no OpenAI chat-completions API there (404 Not Found).",
                            "Check the address: for vLLM it ends in /v1, e.g. http://127.0.0.1:8000/v1.",

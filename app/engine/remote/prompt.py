@@ -27,10 +27,11 @@ Part = dict[str, Any]
 Message = dict[str, Any]
 
 
-def system_text(profile: Profile) -> str:
+def system_text(profile: Profile, tools_sent: bool = False) -> str:
     """The system prompt; with thinking off, plus the profile's switch (Nemotron's template reads "/no_think"
-    in the system turn and strips it from what the model sees)."""
-    text = profile.rendered_system_prompt().strip()
+    in the system turn and strips it from what the model sees). With native tool calls sent as the request's
+    `tools`, the server's template writes them: the prompt alone."""
+    text = (profile.system_prompt if tools_sent else profile.rendered_system_prompt()).strip()
     switch = profile.chat.thinking_switch_off
     return f"{text}\n{switch}" if switch and not profile.thinking else text
 
@@ -70,13 +71,13 @@ def user_content(parts: Sequence[Part]) -> str | list[Part]:
 
 
 def build_messages(profile: Profile, task: str, observation: Observation, history: Sequence[PastStep],
-                   *, compact_before: int = 0) -> list[Message]:
+                   *, compact_before: int = 0, tools_sent: bool = False) -> list[Message]:
     """The conversation up to the current step's answer (`compact_before`: as in `prompt.build_prompt`)."""
     steps = [*history, PastStep(observation, "")]
     n = len(steps)
     first = min(max(compact_before, 0), n - 1)
     task_part, _, after_obs = profile.first_user_template.partition("{observation}")
-    messages: list[Message] = [{"role": "system", "content": system_text(profile)}]
+    messages: list[Message] = [{"role": "system", "content": system_text(profile, tools_sent)}]
     for i in range(first, n):
         step, past = i + 1, steps[i]
         parts: list[Part] = []

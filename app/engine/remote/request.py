@@ -41,6 +41,13 @@ def structured_fields(mode: str, schema: dict[str, Any], grammar: str = "") -> d
     raise ValueError(f"unknown structured-output mode {mode!r}")
 
 
+def sends_tools(mode: str) -> bool:
+    """Whether a tool-calling profile's tools go in the request (`tools`, `tool_choice`); with a GBNF grammar (llama.cpp
+    servers) the embedded engine's grammar constrains the answer to the call's text instead, and the system turn
+    carries the tools as the template writes them."""
+    return mode != GRAMMAR
+
+
 def processor_kwargs(profile: Profile, max_tiles: int | None) -> dict[str, Any]:
     """The profile's `remote.mm_processor_kwargs` (Holotron: {"max_num_tiles": 12}); the tile budget setting
     overrides the tile count."""
@@ -67,7 +74,15 @@ def request_body(profile: Profile, model: str, messages: list[dict[str, Any]], *
     }
     if server in (VLLM, LLAMA_CPP_PYTHON, LLAMA_SERVER) and g.top_k > 0:
         body["top_k"] = g.top_k
-    body.update(structured_fields(mode, profile.output_schema(), grammar))
+    if profile.tool_calls and sends_tools(mode):
+        from app.engine.tool_call import function_tools
+
+        # native tool calls: the server's template writes the tools, its tool parser (vLLM --tool-call-parser
+        # qwen3_coder) reads the call back; "required": exactly one call, never prose
+        body["tools"] = function_tools(profile.output["tools"])
+        body["tool_choice"] = "required"
+    else:
+        body.update(structured_fields(mode, profile.output_schema(), grammar))
     if server == VLLM:
         body["chat_template_kwargs"] = template_kwargs(profile)
         mm = processor_kwargs(profile, max_tiles)

@@ -1,4 +1,5 @@
-"""The figures of a replay, overall, per run and per judgement, in `summary.json`, `summary.md` and the lines printed.
+"""The figures of a replay, overall, per run and per judgement, in `summary.json`, `summary.md` (a Markdown table),
+`report.html` (one page for a browser) and the lines printed.
 
 - kind agreement: the model's new answer is the same kind of action as the step you approved or edited, with its
   Wilson 95% interval, beside what answering the most common kind every time would score (the floor a model
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.domain.report_page import document, escape, markdown_table
+from app.domain.report_page import table as html_table
 from app.eval.replay.asking import StepResult
 from app.eval.replay.judge import CLOSE
 from app.eval.stats import Rate, percentile
@@ -138,55 +141,98 @@ def _pct(r: dict[str, Any]) -> str:
     return f"{100 * r['accuracy']:.1f}% [{100 * r['ci95'][0]:.1f}–{100 * r['ci95'][1]:.1f}] ({r['hits']}/{r['n']})"
 
 
-def _row(label: str, b: dict[str, Any], width: int) -> str:
+def _cells(b: dict[str, Any]) -> list[str]:
     d = b["distance"]
     dist = (f"{d['median_px']:.0f} px, {100 * d['median_frac']:.1f}% ({d['n']})" if d["median_px"] is not None
             else "–")
     rej = b["rejected"]
     rejected = f"{rej['repeated']['hits']}/{rej['n']}" if rej["n"] else "–"
-    return (f"{label:<{width}}  {b['steps']:>5}  {_pct(b['kind_agreement']):<30}  {_pct(b['same_action']):<30}  "
-            f"{dist:<22}  {rejected:>8}  {b['seconds_per_step']['median']:>7.2f}")
+    return [str(b["steps"]), _pct(b["kind_agreement"]), _pct(b["same_action"]), dist, rejected,
+            f"{b['seconds_per_step']['median']:.2f}"]
+
+
+HEADERS = ["", "steps", "kind agrees [95%]", "same action [95%]", "distance median (n)", "rejected repeated",
+           "s/step"]
+
+
+def table(s: dict[str, Any]) -> list[list[str]]:
+    """One row overall, one per run, one per judgement (approved, edited, …)."""
+    labels = {"overall": s["overall"]} | {f"run {i}": b for i, b in s["by_run"].items()} | \
+             {f"{j}": b for j, b in s["by_judgement"].items()}
+    return [[label, *_cells(b)] for label, b in labels.items()]
+
+
+def _row(cells: list[str], width: int) -> str:
+    label, steps, kind, same, dist, rejected, seconds = cells
+    return (f"{label:<{width}}  {steps:>5}  {kind:<30}  {same:<30}  {dist:<22}  {rejected:>8}  {seconds:>7}")
+
+
+def floor_lines(s: dict[str, Any]) -> list[str]:
+    o = s["overall"]
+    base = o["most_common_kind"]
+    if not o["judged"]:
+        return []
+    out = [f"floor: answering “{base['kind']}” every time agrees {_pct(base)}; "
+           f"within {100 * CLOSE:.0f}% of the diagonal: {_pct(o['distance']['close'])}"]
+    ci = o["distance"]["median_frac_ci95"]
+    if ci:
+        out.append(f"median distance 95% interval: {100 * ci[0]:.2f}%–{100 * ci[1]:.2f}% of the diagonal")
+    return out
 
 
 def lines(s: dict[str, Any]) -> list[str]:
     e = s["engine"]
     out = [f"Replay of {len(s['runs']['replayed'])} run(s): {s['overall']['steps']} step(s) asked again"
            f"{'' if s['complete'] else ' (STOPPED EARLY: partial)'}; engine {e['kind']} ({e.get('model', '')})"]
-    labels = {"overall": s["overall"]} | {f"run {i}": b for i, b in s["by_run"].items()} | \
-             {f"{j}": b for j, b in s["by_judgement"].items()}
-    width = max(len(x) for x in labels)
+    rows = table(s)
+    width = max(len(r[0]) for r in rows)
     out.append(f"{'':<{width}}  {'steps':>5}  {'kind agrees [95%]':<30}  {'same action [95%]':<30}  "
                f"{'distance median (n)':<22}  {'rejected':>8}  {'s/step':>7}")
-    for label, b in labels.items():
-        out.append(_row(label, b, width))
-    o = s["overall"]
-    base = o["most_common_kind"]
-    if o["judged"]:
-        out.append(f"floor: answering “{base['kind']}” every time agrees {_pct(base)}; "
-                   f"within {100 * CLOSE:.0f}% of the diagonal: {_pct(o['distance']['close'])}")
-        ci = o["distance"]["median_frac_ci95"]
-        if ci:
-            out.append(f"median distance 95% interval: {100 * ci[0]:.2f}%–{100 * ci[1]:.2f}% of the diagonal")
+    out += [_row(r, width) for r in rows]
+    out += floor_lines(s)
     out.append(s["privacy"])
     out += [f"note: {n}" for n in s["notes"]]
     return out
 
 
-def markdown(s: dict[str, Any]) -> str:
-    md = [f"# Replay of your own runs — Deskhand {s['deskhand_version']}", "", "```", *lines(s), "```", "",
-          "## What was measured", "", f"- call: {s['call']}", f"- scoring: {s['scoring']}"]
+def _measured(s: dict[str, Any]) -> list[str]:
     e = s["engine"]
-    md.append(f"- engine: {e['kind']}, {e.get('device', '')}, model {e.get('model', '')}")
-    for f in e.get("files", []):
-        md.append(f"  - {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}")
-    md.append(f"- settings: {json.dumps(s['settings'], ensure_ascii=False)}")
-    md.append("- runs:")
-    for r in s["runs"]["listed"]:
-        md.append(f"  - run {r['id']} ({r['started']}, {r['status']}, recorded with {r['model'] or '?'}): "
-                  f"{r['task'][:100]}")
+    out = [f"call: {s['call']}", f"scoring: {s['scoring']}",
+           f"engine: {e['kind']}, {e.get('device', '')}, model {e.get('model', '')}"]
+    out += [f"  file {f['name']}: {f.get('quantization', '')}, sha256 {f.get('sha256', '?')}"
+            for f in e.get("files", [])]
+    out.append(f"settings: {json.dumps(s['settings'], ensure_ascii=False)}")
+    out += [f"  run {r['id']} ({r['started']}, {r['status']}, recorded with {r['model'] or '?'}): {r['task'][:100]}"
+            for r in s["runs"]["listed"]]
+    return out
+
+
+def markdown(s: dict[str, Any]) -> str:
+    md = [f"# Replay of your own runs — Deskhand {s['deskhand_version']}", ""]
+    if not s["complete"]:
+        md += ["**Stopped early: these figures are partial.**", ""]
+    md += [*markdown_table(HEADERS, table(s), numeric=(1, 6)), ""]
+    md += [f"- {line}" for line in floor_lines(s)] + ["", s["privacy"]]
+    md += [f"\n**{n}**" for n in s["notes"]]
+    md += ["", "## What was measured", ""]
+    md += [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}" for line in _measured(s)]
     return "\n".join(md) + "\n"
+
+
+def html(s: dict[str, Any]) -> str:
+    title = f"Replay of your own runs: {s['overall']['steps']} step(s)"
+    body = [f"<h1>{escape(title)}</h1>", f"<p class=\"meta\">Deskhand {escape(s['deskhand_version'])} · "
+            f"{escape(str(s['engine'].get('model', '')))}</p>"]
+    if not s["complete"]:
+        body.append("<p class=\"note\">Stopped early: these figures are partial.</p>")
+    body += [f"<p class=\"note\">{escape(n)}</p>" for n in s["notes"]]
+    body += ["<h2>Results</h2>", html_table(HEADERS, table(s), numeric=(1, 6))]
+    body += [f"<p>{escape(line)}</p>" for line in floor_lines(s)] + [f"<p class=\"meta\">{escape(s['privacy'])}</p>"]
+    body += ["<h2>What was measured</h2>", "<ul>", *(f"<li>{escape(x.strip())}</li>" for x in _measured(s)), "</ul>"]
+    return document(f"{title} — Deskhand", "\n".join(body))
 
 
 def write(folder: Path, s: dict[str, Any]) -> None:
     (folder / "summary.json").write_text(json.dumps(s, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     (folder / "summary.md").write_text(markdown(s), encoding="utf-8")
+    (folder / "report.html").write_text(html(s), encoding="utf-8")

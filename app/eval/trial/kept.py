@@ -36,11 +36,12 @@ class Kept:
         return f"{100 * self.accuracy:.0f}% [{100 * self.low:.0f}–{100 * self.high:.0f}] ({self.hits}/{self.n})"
 
 
-def _setting(settings: dict[str, Any], name: str) -> str:
+def _setting(settings: dict[str, Any], name: str, tiled: bool | None) -> str:
+    """`tiled`: whether the model cut screenshots into tiles (None: a summary older than that record)."""
     parts = [name] if name else []
     if settings.get("engine") == "remote":
         parts.append("model server")
-    if settings.get("tile_budget"):
+    if settings.get("tile_budget") and tiled is not False:  # a model that sees the whole screen has no budget
         parts.append(f"tile budget {settings['tile_budget']}")
     if settings.get("thinking") not in (None, "profile"):
         parts.append(f"thinking {settings['thinking']}")
@@ -55,8 +56,8 @@ def _rows(folder: Path, s: dict[str, Any], finished: float) -> list[Kept]:
             continue  # stopped before its first item: kept on disk, but no figure to set beside the others
         engine = s.get("engines", {}).get(name) or s.get("engine", {})  # each model of a model comparison
         model = Path(str(engine.get("model") or "")).name or "?"
-        out.append(Kept(folder, finished, s["suite"]["title"], model, _setting(s.get("settings", {}).get(name, {}),
-                                                                              name),
+        setting = _setting(s.get("settings", {}).get(name, {}), name, engine.get("tiled"))
+        out.append(Kept(folder, finished, s["suite"]["title"], model, setting,
                         int(s.get("items", 0)), int(o["hits"]), int(o["n"]), float(o["accuracy"]),
                         float(o["ci95"][0]), float(o["ci95"][1]), float(v["seconds_per_item"]["median"]),
                         bool(s.get("complete"))))

@@ -1,4 +1,4 @@
-"""The short test Settings → Model → "Test on this computer" runs: a fixed sample of a grounding suite (50 items,
+"""The short test Settings → General → "Test on this computer" runs: a fixed sample of a grounding suite (50 items,
 seed 0, so every test asks the same items and results compare), through the engine the settings name, into a new
 folder under the data folder's `evals/`. It is the command `deskhand eval grounding --suite NAME --limit 50
 --seed 0`, with the same files, so a run of the headless image against a model server sets beside it.
@@ -63,6 +63,21 @@ def cached_copy(name: str) -> Path | None:
     """The suite's copy in the Hugging Face cache, if there is one (file-system reads only)."""
     s = suite(name)
     return cached_snapshot(s.repo, s.revision or "main") if s.repo else None
+
+
+def uses_tiles(settings: Settings) -> bool:
+    """Whether the model in `settings` cuts a screenshot into tiles (Holotron), so that a tile budget means
+    something: not a Holo3.1 model, which sees the whole screen at once, nor a model on a server. Reads the model
+    file's header when the profile follows the file."""
+    from app.engine.family import resolve_profile
+    from app.engine.profile import ImageSpec
+
+    if settings.engine == "remote" or not settings.text_model:
+        return False
+    try:
+        return isinstance(resolve_profile(settings.profile, settings.text_model).image, ImageSpec)
+    except Exception:  # a file that is not there (yet) or not a model: the test itself says what is wrong
+        return False
 
 
 def consent_text(name: str) -> str:

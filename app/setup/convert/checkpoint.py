@@ -1,4 +1,6 @@
-"""A Hugging Face checkpoint of Holotron-12B / Nemotron-Nano-12B-v2-VL: checked before conversion, then staged.
+"""A Hugging Face checkpoint of Holotron-12B / Nemotron-Nano-12B-v2-VL, or of Holotron4-30B-A3B / Nemotron 3 Nano Omni
+(the same wrapper around a mixture-of-experts Nemotron-H, with a Parakeet audio encoder): checked before conversion,
+then staged.
 
 llama.cpp's converter accepts some wrong checkpoints silently (research notes, holotron-convert.md §2.2): without
 `hybrid_override_pattern` every layer becomes Mamba, and a `layers_block_type` list gives every MLP layer a zero
@@ -21,10 +23,15 @@ from typing import Any
 from app.domain.errors import DeskhandError
 
 ARCHITECTURE = "NemotronH_Nano_VL_V2"
+OMNI_ARCHITECTURE = "NemotronH_Nano_Omni_Reasoning_V3"  # Holotron4-30B-A3B, NVIDIA Nemotron 3 Nano Omni
+ARCHITECTURES = (ARCHITECTURE, OMNI_ARCHITECTURE)
 TEXT_ARCHITECTURE = "NemotronHForCausalLM"
+# what NemotronHModel reads (KeyError in the converter without them) for a mixture-of-experts llm_config
+_MOE_KEYS = ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+             "n_shared_experts", "norm_topk_prob", "routed_scaling_factor", "n_group")
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-_BLOCK_KINDS = {"mamba": "M", "mlp": "-", "attention": "*"}
+_BLOCK_KINDS = {"mamba": "M", "mlp": "-", "attention": "*", "moe": "E"}
 _TEXT_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
               "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel", "vocab_size")
 # What the converter reads; the checkpoint's *.py (remote code) is never needed.
@@ -49,11 +56,17 @@ class Checkpoint:
     stats_source: str  # where mean/std came from, for the log
     weight_files: tuple[str, ...]
     weight_bytes: int
+    architecture: str = ARCHITECTURE
+    experts: int = 0  # routed experts per MoE layer (0: dense MLP layers)
+    audio: bool = False  # a sound_config: the projector gets the Parakeet audio encoder too
 
     def describe(self) -> str:
         kinds = {k: self.pattern.count(c) for k, c in _BLOCK_KINDS.items()}
-        return (f"{ARCHITECTURE}: {len(self.pattern)} layers ({kinds['mamba']} Mamba2, {kinds['attention']} attention, "
-                f"{kinds['mlp']} MLP), {len(self.weight_files)} weight file(s), {self.weight_bytes / 2**30:.1f} GiB")
+        ffn = f"{kinds['moe']} MoE of {self.experts} experts" if self.experts else f"{kinds['mlp']} MLP"
+        audio = ", with an audio encoder" if self.audio else ""
+        return (f"{self.architecture}: {len(self.pattern)} layers ({kinds['mamba']} Mamba2, {kinds['attention']} "
+                f"attention, {ffn}){audio}, {len(self.weight_files)} weight file(s), "
+                f"{self.weight_bytes / 2**30:.1f} GiB")
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -76,13 +89,14 @@ def _first(value: Any) -> str:
 def check_architecture(config: dict[str, Any], where: str) -> dict[str, Any]:
     """The text config of a NemotronH_Nano_VL_V2 checkpoint, or a CheckpointError naming what it is instead."""
     arch = _first(config.get("architectures"))
-    fix = ("Deskhand converts Holotron-12B (Hcompany/Holotron-12B) and its base model "
-           "(nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16); choose one of those.")
+    fix = ("Deskhand converts Holotron-12B (Hcompany/Holotron-12B), its base model "
+           "(nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16) and Holotron4-30B-A3B (Hcompany/Holotron4-30B-A3B); "
+           "choose one of those.")
     if arch == TEXT_ARCHITECTURE:
         raise CheckpointError(f"{where} is a text-only Nemotron-H model ({arch}): it has no vision encoder.", fix)
-    if arch != ARCHITECTURE:
+    if arch not in ARCHITECTURES:
         raise CheckpointError(f"{where} is a checkpoint of another architecture ({arch or 'none named'}), "
-                              f"not {ARCHITECTURE}.", fix)
+                              f"not {' or '.join(ARCHITECTURES)}.", fix)
     if "quantization_config" in config or "quantization_config" in (config.get("llm_config") or {}):
         raise CheckpointError(f"{where} is an already quantized checkpoint (FP8 or NVFP4): llama.cpp converts the "
                               "BF16 weights.", "Use the BF16 repository (nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16, "
@@ -92,16 +106,21 @@ def check_architecture(config: dict[str, Any], where: str) -> dict[str, Any]:
         raise CheckpointError(f"{where} has no llm_config: the text model's configuration is missing.",
                               "Download the checkpoint's config.json again.")
     text_arch = _first(llm.get("architectures"))
-    if text_arch != TEXT_ARCHITECTURE or "num_experts_per_tok" in llm:
-        kind = "a mixture-of-experts Nemotron-H" if "num_experts_per_tok" in llm else (text_arch or "unnamed")
-        raise CheckpointError(f"{where} holds {kind} text model, not {TEXT_ARCHITECTURE}.", fix)
+    if text_arch not in ("", TEXT_ARCHITECTURE):
+        raise CheckpointError(f"{where} holds a {text_arch} text model, not {TEXT_ARCHITECTURE}.", fix)
+    if "num_experts_per_tok" in llm:
+        missing = [k for k in _MOE_KEYS if k not in llm]
+        if missing:
+            raise CheckpointError(f"{where} has a mixture-of-experts llm_config without {', '.join(missing)}.",
+                                  "Use the checkpoint's original config.json.")
     if not isinstance(config.get("vision_config"), dict) or "patch_size" not in config["vision_config"]:
         raise CheckpointError(f"{where} has no vision_config with a patch_size.", "Download config.json again.")
     return llm
 
 
 def layer_pattern(llm: dict[str, Any], where: str) -> tuple[str, bool]:
-    """The hybrid layer pattern and whether it had to be built from a `layers_block_type` list."""
+    """The hybrid layer pattern and whether it had to be built from a `layers_block_type` list (M: Mamba2,
+    *: attention, and -: MLP in a dense model or E: mixture of experts in an MoE one)."""
     n = llm.get("num_hidden_layers")
     pattern = llm.get("hybrid_override_pattern")
     rebuilt = False
@@ -110,15 +129,16 @@ def layer_pattern(llm: dict[str, Any], where: str) -> tuple[str, bool]:
         unknown = sorted({str(k) for k in kinds} - set(_BLOCK_KINDS))
         if unknown:
             raise CheckpointError(f"{where} names layer kinds Deskhand does not know: {', '.join(unknown)}.",
-                                  "Only Mamba2, MLP and attention layers (Nemotron-H) can be converted.")
+                                  "Only Mamba2, MLP, MoE and attention layers (Nemotron-H) can be converted.")
         pattern, rebuilt = "".join(_BLOCK_KINDS[k] for k in kinds), True
         n = n if n is not None else len(pattern)
     if not isinstance(pattern, str) or not pattern:
         raise CheckpointError(f"{where} does not say which layers are Mamba2, MLP or attention (no "
                               "hybrid_override_pattern): llama.cpp would convert it into a wrong model without an "
                               "error.", "Use the checkpoint's original config.json.")
-    if set(pattern) - set("M-*") or len(pattern) != n:
-        raise CheckpointError(f"{where}: hybrid_override_pattern “{pattern}” must be {n} characters of M, - and *.",
+    ffn = "E" if "num_experts_per_tok" in llm else "-"
+    if set(pattern) - set("M*" + ffn) or len(pattern) != n:
+        raise CheckpointError(f"{where}: hybrid_override_pattern “{pattern}” must be {n} characters of M, {ffn} and *.",
                               "Use the checkpoint's original config.json.")
     return pattern, rebuilt
 
@@ -200,7 +220,9 @@ def inspect_checkpoint(folder: str | Path) -> Checkpoint:
     tok_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     mean, std, source = _stats(folder, config)
     names, size = _weights(folder, where)
-    return Checkpoint(folder, pattern, rebuilt, "tokenizer_class" not in tok_config, mean, std, source, names, size)
+    return Checkpoint(folder, pattern, rebuilt, "tokenizer_class" not in tok_config, mean, std, source, names, size,
+                      _first(config.get("architectures")), int(llm.get("n_routed_experts", 0) or 0),
+                      isinstance(config.get("sound_config"), dict))
 
 
 def _link(src: Path, dst: Path) -> None:

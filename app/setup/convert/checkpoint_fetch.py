@@ -1,8 +1,10 @@
 """Downloads a model checkpoint (config, tokenizer, safetensors shards) from the hub into the standard cache.
 
 The revision is resolved to one commit first and every file is taken from that commit, so the files always belong
-together. Each file goes through Deskhand's Downloader (download.py): resumable across interruptions and restarts,
-checked against the SHA-256 the hub publishes for Git LFS files, with pause and cancel. Only what llama.cpp's
+together. The file list, sizes, SHA-256 and the model card's licence come from one model-info answer of the hub
+(hub_listing.py). Each file goes through Deskhand's Downloader (download.py): resumable across interruptions and
+restarts, verified against the SHA-256 the listing gives for it (every weight shard is a Git LFS file; the small
+configs without one are checked against the hub's own answer), with pause and cancel. Only what llama.cpp's
 converter reads is fetched (checkpoint.DOWNLOAD_PATTERNS): never the repository's Python code.
 """
 
@@ -16,7 +18,8 @@ from pathlib import Path
 from app.setup.catalog import CatalogFile
 from app.setup.convert.checkpoint import DOWNLOAD_PATTERNS
 from app.setup.download import Downloader, DownloadProgress
-from app.setup.hub import hub_error, storage_folder
+from app.setup.hub import storage_folder
+from app.setup.hub_listing import UNKNOWN_LICENCE, Licence, ListingStore, read_listing
 from app.setup.transfer import DownloadControl, DownloadError
 
 
@@ -32,6 +35,7 @@ class RemoteCheckpoint:
     repo: str
     commit: str
     files: tuple[RemoteFile, ...]
+    licence: Licence = UNKNOWN_LICENCE
 
     @property
     def size(self) -> int:
@@ -57,27 +61,16 @@ def wanted(name: str) -> bool:
     return "/" not in name and any(fnmatch.fnmatch(name, p) for p in DOWNLOAD_PATTERNS)
 
 
-def list_checkpoint(downloader: Downloader, repo: str, revision: str) -> RemoteCheckpoint:
-    """The commit `revision` names now and the files to fetch from it, with their published sizes."""
-    from huggingface_hub import HfApi
-
-    commit = downloader.resolve(CatalogFile("config.json", repo, revision, None, None))
-    try:
-        info = HfApi(endpoint=downloader.endpoint).model_info(repo, revision=commit, files_metadata=True,
-                                                             token=downloader.token)
-    except Exception as exc:  # huggingface_hub and httpx raise their own types
-        raise hub_error(exc, "the file list", repo, downloader.token is not False,
-                        endpoint=downloader.endpoint) from None
-    files = []
-    for s in info.siblings or []:
-        if wanted(s.rfilename):
-            lfs = getattr(s, "lfs", None)
-            sha = getattr(lfs, "sha256", None) if lfs is not None else None
-            files.append(RemoteFile(s.rfilename, s.size, sha))
+def list_checkpoint(downloader: Downloader, repo: str, revision: str,
+                    store: ListingStore | None = None) -> RemoteCheckpoint:
+    """The commit `revision` names now, the files to fetch from it with their published sizes and SHA-256, and the
+    model card's licence (one answer of the hub)."""
+    listing = read_listing(repo, revision, endpoint=downloader.endpoint, token=downloader.token, store=store)
+    files = [RemoteFile(f.name, f.size, f.sha256) for f in listing.files if wanted(f.name)]
     if not any(f.name == "config.json" for f in files):
-        raise DownloadError(f"{repo} at {commit[:12]} has no config.json: it is not a model checkpoint.",
+        raise DownloadError(f"{repo} at {listing.commit[:12]} has no config.json: it is not a model checkpoint.",
                             "Check the repository name.")
-    return RemoteCheckpoint(repo, commit, tuple(sorted(files, key=lambda f: f.name)))
+    return RemoteCheckpoint(repo, listing.commit, tuple(sorted(files, key=lambda f: f.name)), listing.licence)
 
 
 def fetch_checkpoint(downloader: Downloader, remote: RemoteCheckpoint, *,
@@ -88,7 +81,7 @@ def fetch_checkpoint(downloader: Downloader, remote: RemoteCheckpoint, *,
     folder: Path | None = None
     small_first = sorted((f for f in remote.files if not only or f.name in only), key=lambda f: (f.size or 0, f.name))
     for i, f in enumerate(small_first):
-        spec = CatalogFile(f.name, remote.repo, remote.commit, f.size, None)
+        spec = CatalogFile(f.name, remote.repo, remote.commit, f.size, f.lfs_sha256)  # verified against it
 
         def report(p: DownloadProgress, i: int = i) -> None:
             if progress is not None:

@@ -25,6 +25,7 @@ from app.domain.cancel import CancelToken
 from app.domain.paths import Paths
 from app.domain.settings import Settings, load_settings
 from app.domain.units import human_bytes
+from app.setup.catalog import CatalogFile
 from app.setup.convert.checkpoint import Checkpoint, check_architecture, inspect_checkpoint, stage
 from app.setup.convert.checkpoint_fetch import RemoteCheckpoint, fetch_checkpoint, list_checkpoint
 from app.setup.convert.finish import fix_normalisation, register, verify_pair
@@ -57,6 +58,8 @@ class ConvertRequest:
     stem: str = "Holotron-12B"  # file names
     profile: str = "auto"  # the profile the verification proposal uses
     accept_tools: bool = False  # the user agreed to the tools download
+    accept_licence: bool = False  # the user acknowledged a non-commercial (or unclassifiable) licence
+    vision_only: bool = True  # an Omni checkpoint's projector without its audio encoder (screenshots never use it)
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,8 @@ class ConvertJob:
         if not mm_work.is_file():
             self._timed("mmproj", lambda: self._convert(staged, mm_work, mmproj=True, ck=ck))
         fixed = self._normalise(mm_work, ck)
+        if ck.audio and self.req.vision_only:
+            self._vision_only(mm_work)
         if not text_work.is_file():
             self._timed("quantize", lambda: self._quantize(lay.bf16, text_work))
         _, check = self._timed("verify", lambda: self._verify(text_work, mm_work))
@@ -187,12 +192,32 @@ class ConvertJob:
         assert self.req.repo is not None
         self.step("download", None, f"looking up {self.req.repo} @ {self.req.revision}")
         remote = list_checkpoint(self._downloader(), self.req.repo, self.req.revision)
+        self._licence(remote)
         left = remote.size - remote.cached_bytes(self._downloader())
         need = DiskNeed(max(0, left), output_bytes(remote.weight_bytes, self.req.quant))
         self.say(f"{remote.repo} at commit {remote.commit}: {len(remote.files)} files, {human_bytes(remote.size)}; "
                  f"needs {need.describe()}")
         check_disk(need, self.layout.folder, self._downloader().cache)
         return remote
+
+    def _licence(self, remote: RemoteCheckpoint) -> None:
+        """The checkpoint's licence, said before anything is downloaded; one that needs an acknowledgement (a
+        non-commercial licence, or one Deskhand cannot classify) must have it."""
+        from app.setup.catalog import License, ModelEntry, Quantization
+        from app.setup.licence_consent import needs_consent, record_consent, refuse_without_consent
+
+        self.say(f"Licence of {remote.repo}: {remote.licence.describe()}")
+        blank = CatalogFile("", None, "main", None, None)
+        entry = ModelEntry(self.req.name, self.req.title, "", self.req.profile, remote.repo,
+                           License(remote.licence.name, remote.licence.link), (Quantization(self.req.quant, blank),),
+                           blank, repo=remote.repo, kind="checkpoint", terms=remote.licence)
+        if not needs_consent(self.paths, entry):
+            return
+        if not self.req.accept_licence:
+            refuse_without_consent(self.paths, entry, "acknowledge it in the setup window, or run the conversion "
+                                   "again with --accept-licence")
+        record_consent(self.paths, entry)
+        self.say("Licence acknowledged (remembered for this model and licence).")
 
     def _download(self, remote: RemoteCheckpoint, only: tuple[str, ...] = ()) -> Path:
         total = sum(f.size or 0 for f in remote.files if not only or f.name in only) or 1
@@ -267,6 +292,26 @@ class ConvertJob:
             self.say(f"Image normalisation matches the checkpoint ({ck.stats_source})")
         self.step("normalise", 1.0, "corrected" if fixed else "matches the checkpoint")
         return fixed
+
+    def _vision_only(self, mmproj: Path) -> None:
+        """The projector without the audio encoder of an Omni checkpoint: the keys and tensors only audio uses are
+        left out of a copy; mtmd loads the vision encoder alone (a screenshot never goes through the audio one)."""
+        from app.engine.gguf.edit import copy_without
+        from app.engine.gguf.header import read_gguf
+
+        info = read_gguf(mmproj, "vision projector")
+        if not info.get("clip.has_audio_encoder"):
+            return
+        vision_type = str(info.get("clip.vision.projector_type") or info.get("clip.projector_type") or "")
+
+        def audio(name: str) -> bool:
+            return name.startswith(("a.", "mm.a.", "clip.audio.")) or name in ("clip.has_audio_encoder",
+                                                                               "clip.vision.projector_type")
+
+        before = mmproj.stat().st_size
+        n, size = copy_without(mmproj, mmproj, audio, {"clip.projector_type": vision_type})
+        self.say(f"Vision-only projector: the audio encoder ({n} tensors, {human_bytes(size)}) left out "
+                 f"({human_bytes(before)} → {human_bytes(mmproj.stat().st_size)})")
 
     def _quantize(self, src: Path, out: Path) -> None:
         def report(p: QuantizeProgress) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.domain.paths import Paths
 from app.domain.units import human_bytes
-from app.setup.catalog import HOLOTRON_MEMORY, GiB, plan
+from app.setup.catalog import HOLOTRON_MEMORY, GiB, ModelEntry, plan, recommend
 from app.setup.convert.quantize import FTYPES, SIZE_RATIO
 from app.setup.transfer import NotEnoughSpace
 
@@ -20,8 +20,15 @@ SOURCES: dict[str, tuple[str, str, str]] = {  # repo -> (revision, entry name, t
     "Hcompany/Holotron-12B": ("main", "holotron-12b", "Holotron-12B"),
     "nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16": ("5d250e2e111dc5e1434131bdf3d590c27a878ade",
                                                    "nemotron-nano-12b-v2-vl", "Nemotron-Nano-12B-v2-VL"),
+    "Hcompany/Holotron4-30B-A3B": ("main", "holotron4-30b-a3b", "Holotron4-30B-A3B"),
 }
 DEFAULT_REPO = "Hcompany/Holotron-12B"
+# The BF16 checkpoints' weights, for the plan shown before a conversion starts (the download itself reads the exact
+# sizes from the hub). Holotron4's: the 17 shards of the Nemotron 3 Nano Omni checkpoint it was trained from
+# (docs/holo4.md).
+SOURCE_BYTES = {"Hcompany/Holotron-12B": 26_400_000_000, "nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL-BF16": 26_400_000_000,
+                "Hcompany/Holotron4-30B-A3B": 66_031_270_520}
+K_QUANTS = ("Q4_K_M", "Q5_K_M", "Q8_0")  # Holotron-12B's choice (Q8_0 is no K-quant, but was always offered)
 TEXT_SHARE = 0.935  # of the checkpoint's weights: the language model (12.31 of 13.2 B parameters)
 MMPROJ_SHARE = 0.065  # RADIO ViT-H + projector, F16 like the BF16 source
 MARGIN = GiB // 2
@@ -106,6 +113,38 @@ def _same_disk(a: Path, b: Path) -> bool:
         return a.stat().st_dev == b.stat().st_dev
     except OSError:
         return False
+
+
+def repo_of(name: str) -> str | None:
+    return next((repo for repo, (_, n, _) in SOURCES.items() if n == name), None)
+
+
+def quant_choices(entry: ModelEntry | None) -> tuple[str, ...]:
+    """The quantizations a conversion offers: those the catalog entry names when it names no K-quant (Holotron4:
+    its widths are no multiple of 256, so K-quants fall back to Q5_0/Q8_0 anyway), Holotron-12B's otherwise."""
+    names = tuple(q.name for q in entry.quantizations if q.name in FTYPES) if entry is not None else ()
+    return names if names and not any("_K" in n for n in names) else K_QUANTS
+
+
+def default_quant(entry: ModelEntry | None, gpu_budget: int | None) -> str:
+    """The largest of the entry's quantizations whose files fit the GPU entirely; without a GPU the faithful middle
+    one (Q5_0) of a model that has no K-quants; Holotron-12B's rule otherwise."""
+    choices = quant_choices(entry)
+    if entry is None or choices == K_QUANTS:
+        return recommended_quant(gpu_budget)
+    quant = recommend(entry, gpu_budget).quant.name
+    if gpu_budget is None and quant == "Q4_0" and "Q5_0" in choices:
+        return "Q5_0"
+    return quant if quant in choices else choices[0]
+
+
+def planned_sizes(repo: str, quant: str) -> tuple[int, int, int] | None:
+    """(download, space while converting, space when done) for a known checkpoint; None for an unknown one."""
+    weights = SOURCE_BYTES.get(repo)
+    if weights is None:
+        return None
+    done = int(weights * TEXT_SHARE * SIZE_RATIO[quant]) + int(weights * MMPROJ_SHARE)
+    return weights, output_bytes(weights, quant), done
 
 
 def recommended_quant(gpu_budget: int | None) -> str:

@@ -21,9 +21,10 @@ from app.setup.convert.child import run_child
 from app.setup.transfer import DownloadControl
 
 # llama.h / llama_cpp.py: LLAMA_FTYPE_MOSTLY_*
-FTYPES = {"Q4_K_M": 15, "Q5_K_M": 17, "Q8_0": 7}
-# output size / BF16 size, for the disk plan (Nemotron-Nano-9B-v2 GGUFs: Q4_K_M/F16 = 0.367; Q8_0 is 8.5 bits)
-SIZE_RATIO = {"Q4_K_M": 0.37, "Q5_K_M": 0.43, "Q8_0": 0.54}
+FTYPES = {"Q4_K_M": 15, "Q5_K_M": 17, "Q8_0": 7, "Q4_0": 2, "Q5_0": 8}
+# output size / BF16 size, for the disk plan (Nemotron-Nano-9B-v2 GGUFs: Q4_K_M/F16 = 0.367; Q8_0 is 8.5 bits, Q4_0
+# 4.5, Q5_0 5.5). Holotron4's widths (2688, 1856) are no multiple of 256: its K-quants fall back to Q5_0/Q8_0.
+SIZE_RATIO = {"Q4_K_M": 0.37, "Q5_K_M": 0.43, "Q8_0": 0.54, "Q4_0": 0.29, "Q5_0": 0.35}
 _STEP = re.compile(r"\[\s*(\d+)/\s*(\d+)\]\s+(\S+)")
 
 

@@ -3,8 +3,9 @@ Scheduler task on Windows, a launchd agent on macOS (`systemd_timer`, `windows_t
 
 Each runs `deskhand task run NAME --scheduled WHEN …` as this user, on this user's desktop; the run is recorded in
 History like any other, and `--scheduled` makes it wait for a person (with a notification) where one is needed
-(app/tasks/schedule/). Which scheduler is used is an explicit `platform` argument (sys.platform by default), so
-each one's files and command lines can be made and checked anywhere; only the systemd one is run here.
+(occasion, person, handover beside it). Which scheduler is used is an explicit `platform` argument (sys.platform
+by default), so each one's files and command lines can be made and checked anywhere; only the systemd one is run
+here.
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ from typing import Protocol
 from app.domain.errors import DeskhandError
 from app.link.self_command import launch_command
 from app.tasks.schedule.when import (
+    Enabled,
     Listed,
     Runner,
     Schedule,
     When,
+    check_future,
+    check_values,
     source_checkout,
     unit_name,
     when_from_argument,
     when_of,
 )
 
-__all__ = ["Listed", "Schedule", "Scheduler", "When", "run_arguments", "scheduler_for", "session_environment",
-           "source_checkout", "unit_name", "when_from_argument", "when_of"]
+__all__ = ["Enabled", "Listed", "Schedule", "Scheduler", "When", "check_future", "check_values", "run_arguments",
+           "scheduler_for", "session_environment", "source_checkout", "unit_name", "when_from_argument", "when_of"]
 
 
 class Scheduler(Protocol):
@@ -38,13 +42,19 @@ class Scheduler(Protocol):
         """Write the scheduler's files for `argv` (nothing is registered yet)."""
         ...
 
-    def enable(self, schedule: Schedule) -> str:
-        """Register it with the scheduler; what happened, in words (the command to run where it could not)."""
+    def verify(self, schedule: Schedule) -> None:
+        """Check the files as the scheduler will read them; DeskhandError (and the files removed) if they are wrong."""
+        ...
+
+    def enable(self, schedule: Schedule) -> Enabled:
+        """Register it with the scheduler; whether it will run, in words (the command to run where it could not)."""
         ...
 
     def listed(self) -> list[Listed]: ...
 
-    def remove(self, task: str) -> list[Path]: ...
+    def remove(self, task: str, when: When | None = None) -> list[Path]:
+        """The task's schedules (the one at `when`, if given), unregistered and deleted."""
+        ...
 
 
 def scheduler_for(platform: str | None = None, folder: Path | None = None, run: Runner | None = None) -> Scheduler:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,9 +86,47 @@ def when_from_argument(text: str) -> When:
                                                        "2026-12-05 09:30'.")
 
 
-def unit_name(task: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", task).strip("-") or "task"
-    return f"{PREFIX}{slug}"
+def schedule_id(task: str, when: When) -> str:
+    """One schedule of one task, as the schedulers name it: readable (the name's ASCII letters, digits, dots and
+    dashes) and unique — a hash of the exact name and time tells "a b" from "a-b", 日報 from 月報, and a task's
+    09:00 schedule from its 17:00 one."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", task).strip("-.")[:40] or "task"
+    key = "\n".join((task, when.argument())).encode("utf-8")
+    return f"{slug}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+
+def unit_name(task: str, when: When) -> str:
+    return PREFIX + schedule_id(task, when)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # C0 but tab and line feed, and DEL
+
+
+def check_values(argv: list[str], env: dict[str, str]) -> None:
+    """What a scheduler's file cannot carry as it is: a control character (a line feed and a tab are escaped in
+    a systemd unit and kept as they are in XML; a carriage return, NUL or escape would not come back the same)."""
+    for text in [*argv, *env.values()]:
+        if m := _CONTROL.search(text):
+            raise DeskhandError(f"“{text[:60]}” holds a control character ({m.group(0)!r}), which the scheduler's "
+                                "file cannot carry; nothing was scheduled.",
+                                "Give that value without it (a line break is fine).")
+
+
+def check_future(when: When, now: dt.datetime) -> None:
+    """A run at one date that is already past would never start: said now, not never."""
+    if when.date is not None and when.start(now.date()) <= now:
+        at, now_text = f"{when.start(now.date()):%Y-%m-%d %H:%M}", f"{now:%Y-%m-%d %H:%M}"
+        raise DeskhandError(f"{at} is in the past (it is now {now_text}); nothing was scheduled.",
+                            "Give a date and time to come, or --daily HH:MM.")
+
+
+def when_of_calendar(text: str) -> When | None:
+    """A When from systemd's OnCalendar as Deskhand writes it ("*-*-* 9:30:00", "2026-12-05 9:30:00")."""
+    m = re.fullmatch(r"(\*-\*-\*|\d{4}-\d{2}-\d{2}) (\d{1,2}):(\d{2}):(\d{2})", text.strip())
+    if m is None:
+        return None
+    date = None if m.group(1) == "*-*-*" else dt.date.fromisoformat(m.group(1))
+    return When(int(m.group(2)), int(m.group(3)), date, int(m.group(4)))
 
 
 @dataclass(frozen=True)
@@ -96,12 +135,32 @@ class Schedule:
     when: When
     files: tuple[Path, ...]  # what was written (the scheduler reads these)
     scheduler: str  # in words: "a systemd user timer", "Task Scheduler", "launchd"
+    argv: tuple[str, ...] = ()  # the command line it runs (as its file must give it back)
 
 
 @dataclass(frozen=True)
 class Listed:
     name: str  # the timer, task or agent, as the scheduler knows it
-    when: str  # in the scheduler's words
+    task: str  # the saved task it runs ("" where its file does not say)
+    when: When | None  # None: its file cannot be read
+    enabled: bool | None  # whether the scheduler will start it (None: cannot be told here)
+    todo: str = ""  # what to run to enable it, where it is not
+
+    def describe(self) -> str:
+        """In words: “save it” every day at 09:30 — enabled (deskhand-task-save-it-…)."""
+        what = f"“{self.task}”" if self.task else "(a task its file does not name)"
+        when = self.when.describe() if self.when is not None else "(its file cannot be read)"
+        state = {True: "enabled", False: "NOT enabled" + (f": run {self.todo}" if self.todo else ""),
+                 None: "enabled or not: cannot be told here"}[self.enabled]
+        return f"{what} {when} — {state} ({self.name})"
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """What registering a schedule with the scheduler did: `ok` only when it will run at its time."""
+
+    ok: bool
+    said: str
 
 
 def source_checkout(argv: list[str]) -> Path | None:

@@ -181,7 +181,7 @@ def run_one(task: SuiteTask, opts: SuiteOptions, engine: SharedEngine, token: Ca
     steps = min(task.max_steps, opts.max_steps) if opts.max_steps else task.max_steps
     result = TaskResult(task.name, ERROR, "", task.task, max_steps=steps, auto_approve=task.auto_approve)
     values = task.saved.values(task.variables) if task.saved is not None else {}
-    text = task.saved.render(task.task, values) if task.saved is not None else task.task
+    text = task.saved.shown(task.task, values) if task.saved is not None else task.task
     result.task = text
     if task.saved is None and not engine.available:
         result.said = f"this task needs the model: {engine.why_none}"

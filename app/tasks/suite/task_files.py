@@ -35,7 +35,9 @@ from typing import Any
 
 from app.domain.errors import DeskhandError
 from app.tasks.python_check import check_source
-from app.tasks.saved_task import MAX_CHECK_TIMEOUT_S, SavedTask, read_task
+from app.tasks.saved_task import MAX_CHECK_TIMEOUT_S, SavedTask, read_regular_file, read_task
+
+MAX_TASK_FILE_BYTES = 64 << 20  # its "files" may hold some text; /dev/zero is not read to its end
 
 FORMAT = "deskhand-suite-task"
 VERSION = 1
@@ -136,15 +138,19 @@ def _files(value: Any) -> dict[str, str]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, TASK_FILE, MAX_TASK_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise _bad(f"{TASK_FILE} is missing (every task folder needs one)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except DeskhandError as exc:  # a FIFO, a device, a folder, a file too large
+        raise _bad(exc.what.rstrip(".")) from exc
+    except UnicodeDecodeError as exc:
         raise _bad(f"{TASK_FILE} could not be read: {exc}") from exc
     try:
         d = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _bad(f"{TASK_FILE} is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    except RecursionError:
+        raise _bad(f"{TASK_FILE} is nested too deeply to be a suite task") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise _bad(f"{TASK_FILE} is not a suite task (its “format” should be “{FORMAT}”)")
     version = d.get("version")

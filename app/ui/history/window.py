@@ -42,6 +42,13 @@ STATUS_WORDS = {"answered": "done", "step_limit": "step limit", "running": "runn
                 "failed": "failed", "interrupted": "interrupted", "missed": "missed (scheduled)"}
 
 
+
+def export_start() -> str:
+    """Where the export's folder dialog opens: Documents where there is one (a desktop without it would show a
+    greyed, unusable Choose), else the home folder. A quick stat of two folders, as the dialog itself does."""
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return documents if documents and Path(documents).is_dir() else str(Path.home())
+
 class HistoryStore:
     """The history's reads and deletions: used only on the background thread (one connection, as SQLite wants)."""
 
@@ -312,8 +319,7 @@ class HistoryWindow(QWidget):
 
     # ------------------------------------------------------------------ export and delete
     def _ask_export(self) -> None:
-        start = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation) or str(Path.home())
-        folder = QFileDialog.getExistingDirectory(self, "Export the run into this folder", start)
+        folder = QFileDialog.getExistingDirectory(self, "Export the run into this folder", export_start())
         if folder and self.run_id is not None:
             self.export_to(self.run_id, Path(folder))
 

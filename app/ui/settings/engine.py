@@ -1,4 +1,4 @@
-"""The engine part of Settings → Model: the embedded engine, or a model server of the user's (vLLM).
+"""The engine part of Settings → General: the embedded engine, or a model server of the user's (vLLM).
 
 The API key goes to the keyring (the application stores it), never to the settings file; screenshots go to a
 server that is not this computer only after the user said yes to that host, here, when saving.

@@ -1,4 +1,4 @@
-"""Settings → Model → "Test on this computer": the model asked to find one thing on each of 50 screenshots of a
+"""Settings → General → "Test on this computer": the model asked to find one thing on each of 50 screenshots of a
 public benchmark, as in a step of a task, on a worker thread; progress, Stop, then how often it found the thing
 (with its 95% interval) and the seconds a step took. Earlier results, kept in the data folder, stay listed below
 for comparison. A benchmark not downloaded yet shows its licence first; only "Download and test" downloads it.
@@ -15,8 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QImage, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -49,6 +49,7 @@ from app.eval.trial.sample import (
     command_line,
     consent_text,
     run_sample,
+    uses_tiles,
 )
 from app.ui.common.background import Background
 from app.ui.common.icons import app_icon
@@ -60,6 +61,7 @@ INTRO = (f"Deskhand shows the model {SAMPLE_ITEMS} screenshots from a public ben
          "on this computer. Your own screen is not used.")
 PHASES = {"dataset": "Looking for the benchmark…", "checking": "Checking the benchmark's screenshots…",
           "loading": "Loading the model and asking the first screenshot…"}
+CHART_SIZE = (820, 300)  # at most, in pixels: the chart under the result (the report shows it at full size)
 COLUMNS = ["When", "Benchmark", "Model", "Settings", "Found [95% interval]", "Screenshots", "s a step"]
 
 
@@ -72,11 +74,19 @@ def _label(text: str = "", style: str = "") -> QLabel:
     return lab
 
 
-def model_words(s: Settings) -> str:
+def _pictures(out: Path) -> tuple[QImage | None, Path | None]:
+    """The run's chart (read off the UI thread) and its report, where they were written."""
+    chart, report = out / "chart.png", out / "report.html"
+    image = QImage(str(chart)) if chart.is_file() else None
+    return (image if image is not None and not image.isNull() else None), (report if report.is_file() else None)
+
+
+def model_words(s: Settings, tiles: bool = False) -> str:
+    """`tiles`: whether the model cuts screenshots into tiles (only then is its tile budget a setting it uses)."""
     if s.engine == "remote":
         return f"The model on your server {s.engine_url or '(no address yet)'}: the benchmark's screenshots go there."
     name = Path(s.text_model).name if s.text_model else "no model chosen yet"
-    return f"The model {name}, tile budget {s.tile_budget}, on this computer."
+    return f"The model {name}{f', tile budget {s.tile_budget}' if tiles else ''}, on this computer."
 
 
 def _seconds(x: float) -> str:
@@ -151,6 +161,21 @@ class ModelTestWindow(QDialog):
         self.outcome = _label()
         self.outcome.setTextFormat(Qt.TextFormat.RichText)
         root.addWidget(self.outcome)
+        self.chart = QLabel()  # the run's chart.png, once it is written
+        self.chart.setObjectName("chart")
+        self.chart.setAlignment(Qt.AlignmentFlag.AlignLeft)
+        self.chart.hide()
+        self.report_button = QPushButton("Open report")
+        self.report_button.setToolTip("The whole result in your browser: tables, chart, missed items, what was "
+                                      "measured")
+        self.report_button.clicked.connect(self.open_report)
+        self.report_button.hide()
+        self.report: Path | None = None
+        self.finished_in: Path | None = None  # the last test's folder, whose chart and report are shown
+        shown = QHBoxLayout()
+        shown.addWidget(self.chart, 1)
+        shown.addWidget(self.report_button, 0, Qt.AlignmentFlag.AlignTop)
+        root.addLayout(shown)
         root.addSpacing(6)
         root.addWidget(_label("<b>Earlier results</b> (kept in Deskhand's data folder), newest first:"))
         self.table = QTableWidget(0, len(COLUMNS))
@@ -177,6 +202,13 @@ class ModelTestWindow(QDialog):
         self.resize(900, 620)
         self._suite_changed()
         self.refresh()
+        self.tiles: bool | None = None  # whether the model cuts screenshots into tiles, once its file was read
+        self.io.run(lambda: uses_tiles(settings), self._show_tiles,
+                    lambda exc: log.error("the model's tiling: %s", exc))
+
+    def _show_tiles(self, tiles: bool) -> None:
+        self.tiles = tiles
+        self.model_label.setText(model_words(self.settings, tiles))
 
     # ------------------------------------------------------------------ state
     @property
@@ -235,6 +267,9 @@ class ModelTestWindow(QDialog):
         token = self.token = CancelToken()
         self.found = 0
         self.outcome.clear()
+        self.chart.hide()
+        self.report_button.hide()
+        self.report = self.finished_in = None
         self.status.setStyleSheet(NOTE)
         self.status.setText(PHASES["dataset"])
         self.progress.setRange(0, 0)
@@ -298,6 +333,27 @@ class ModelTestWindow(QDialog):
         self.status.setText(f"Kept in {out}.")
         self.outcome.setText(result_words(summary))
         self.refresh()
+        self.finished_in = out
+        self.io.run(lambda: _pictures(out), lambda found: self._show_pictures(out, *found),
+                    lambda exc: log.error("the test's chart: %s", exc))
+
+    def _show_pictures(self, out: Path, image: QImage | None, report: Path | None) -> None:
+        if out != self.finished_in or self.running:
+            return  # an earlier test's pictures, read while another test started
+        self.report = report
+        self.report_button.setVisible(report is not None)
+        if image is None:
+            self.chart.hide()
+            return
+        pixmap = QPixmap.fromImage(image)  # whole, scaled to fit: the earlier results stay in view below
+        self.chart.setPixmap(pixmap.scaled(min(CHART_SIZE[0], pixmap.width()), min(CHART_SIZE[1], pixmap.height()),
+                                           Qt.AspectRatioMode.KeepAspectRatio,
+                                           Qt.TransformationMode.SmoothTransformation))
+        self.chart.show()
+
+    def open_report(self) -> None:
+        if self.report is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.report)))
 
     def _failed(self, exc: BaseException) -> None:
         self._idle()

@@ -4,6 +4,8 @@ progress, pause/resume and cancel on a worker thread."""
 from __future__ import annotations
 
 import html
+import logging
+from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
@@ -37,12 +39,17 @@ from app.setup.flow import (
     downloader_for,
     load_check,
     memory_fit,
+    resolve_choice,
     unverified_files,
+    vision_files_beside,
     what_it_downloads,
 )
 from app.setup.flow import check_pair as check_pair
+from app.setup.licence_consent import consent_question, needs_consent, record_consent
 from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, Probe, SetupContext, error_html, hosts_of, label
 from app.ui.setup.pages import model_words
+
+log = logging.getLogger("deskhand.ui")
 
 
 def entry_label(e: ModelEntry, q: Quantization, recommended: bool) -> str:
@@ -84,10 +91,15 @@ class ChoosePage(QWizardPage):
             grid.addWidget(edit, r, 1)
             grid.addWidget(button, r, 2)
             edit.editingFinished.connect(self.check_files)
+        self.text_edit.editingFinished.connect(self._propose_vision_file)
         self.text_browse.clicked.connect(lambda: self._browse(self.text_edit, "Choose the text model"))
         self.mmproj_browse.clicked.connect(lambda: self._browse(self.mmproj_edit, "Choose the vision file"))
+        self.beside_label = label(rich=False)  # the vision files beside the model, when there are several
+        self.beside_label.hide()
+        grid.addWidget(self.beside_label, 2, 1, 1, 2)
         self.check_label = label()
-        grid.addWidget(self.check_label, 2, 0, 1, 3)
+        grid.addWidget(self.check_label, 3, 0, 1, 3)
+        self._proposed = ""  # the vision file the page filled in itself (the person's own choice is never replaced)
 
         self.download_box = QWidget()
         dl = QVBoxLayout(self.download_box)
@@ -108,6 +120,15 @@ class ChoosePage(QWizardPage):
         self.unverified_note.setText("Each file is still checked against the SHA-256 that Hugging Face publishes "
                                      "for it.")
         self.unverified_box.toggled.connect(self._update_buttons)
+        # a non-commercial (or unclassifiable) licence, read from the model card, is acknowledged before a download
+        self.licence_box = QCheckBox("I accept this licence")
+        self.licence_box.toggled.connect(self._update_buttons)
+        self.licence_box.hide()
+        self.resolved: dict[str, ModelEntry] = {}  # entry name -> as its repository was read (files, licence)
+        self._resolve_seq = 0
+        self._resolve_errors: dict[str, str] = {}  # entry name -> why its repository could not be read
+        self._unread = ""  # the entry whose repository could not be read last
+        self._shown: str | None = None  # the entry the page describes now
         self.download_button, self.pause_button = QPushButton("Download"), QPushButton("Pause")
         self.get_button = QPushButton("Get Holotron-12B…")  # the conversion page (convert_page.py)
         self.get_button.clicked.connect(self.go_convert)
@@ -129,8 +150,8 @@ class ChoosePage(QWizardPage):
         self.progress_bar.hide()  # an empty bar reads as a text field: it shows once a download starts
         self.progress_label = label(rich=False)
         self.download_status = label()
-        top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.unverified_box,
-                                    self.unverified_note)
+        top: tuple[QWidget, ...] = (self.entry_combo, self.entry_info, self.how_label, self.licence_box,
+                                    self.unverified_box, self.unverified_note)
         for widget in top:
             dl.addWidget(widget)
         dl.addLayout(buttons)
@@ -186,6 +207,8 @@ class ChoosePage(QWizardPage):
     def _mode_changed(self) -> None:
         self.existing_box.setVisible(self.existing.isChecked())
         self.download_box.setVisible(self.download.isChecked())
+        if self.download.isChecked() and self.selection() is not None:
+            self._entry_changed()  # the chosen model's files are read from the hub now
         self._update_buttons()
         self.completeChanged.emit()
 
@@ -206,23 +229,84 @@ class ChoosePage(QWizardPage):
             self.download.setChecked(True)
 
     def selection(self) -> tuple[ModelEntry, Quantization] | None:
+        """The chosen entry and quantization: as the hub lists them once read (resolve.py), else the catalog's."""
         data = self.entry_combo.currentData()
-        return data if isinstance(data, tuple) else None
+        if not isinstance(data, tuple):
+            return None
+        e, q = data
+        resolved = self.resolved.get(e.name)
+        if resolved is not None and resolved.kind == "gguf":
+            try:
+                return resolved, resolved.quant(q.name)
+            except Exception:  # the repository has no such quantization any more: say so through the download
+                return resolved, resolved.quantizations[0]
+        return resolved or e, q
+
+    def _read_repository(self, e: ModelEntry) -> None:
+        """Its files, sizes, SHA-256, commit and licence from the hub, off the UI thread."""
+        self._resolve_seq += 1
+        seq = self._resolve_seq
+        paths = self.ctx.paths
+
+        def done(resolved: ModelEntry) -> None:
+            if seq == self._resolve_seq:
+                self.resolved[e.name] = resolved
+                self._unread = "" if self._unread == e.name else self._unread
+                self._entry_changed()
+
+        def failed(exc: BaseException) -> None:
+            if seq == self._resolve_seq:
+                self._resolve_errors[e.name] = error_html(exc)
+                self._unread = e.name
+                self._entry_changed()
+
+        self.ctx.runner.run(lambda: resolve_choice(paths, e, downloader_for()), done, failed)
 
     def _entry_changed(self) -> None:
         sel = self.selection()
         if sel is None:
             return
         e, q = sel
+        if self.state == "idle" and e.name != self._shown:  # what was said of another model
+            self.progress_bar.setValue(0)
+            self.progress_bar.hide()
+            self.progress_label.setText("")
+            self.download_status.setText("")
+        self._shown = e.name
+        error = self._resolve_errors.pop(e.name, "") if not e.resolved else ""
+        if (e.repo is not None and e.kind == "gguf" and not e.resolved and not error and self.state == "idle"
+                and self.download.isChecked()):
+            self.entry_info.setText(f"{html.escape(e.description)}<br>Reading the files and the licence of "
+                                    f"{html.escape(e.repo)} from Hugging Face…")
+            self.licence_box.hide()
+            self.unverified_box.hide()
+            self.unverified_note.hide()
+            self._read_repository(e)
+            self.checked["download"] = None
+            self._update_buttons()
+            return
         sizes = []
         for f in e.files(q):
             size = human_bytes(f.size) if f.size else (f"≈ {human_bytes(f.approx_size)}" if f.approx_size
                                                        else "size not published")
-            check = "checksum in the catalog" if f.verified else "<b>no checksum in the catalog</b>"
+            if not f.filename:
+                continue  # named by the repository when it is read
+            check = f"SHA-256 {f.sha256[:12]}…" if f.sha256 else "<b>no published SHA-256</b>"
             sizes.append(f"{html.escape(f.local_name)} ({size}, {check})")
         text = f"{html.escape(e.description)}<br>" if e.description else ""
-        text += (f"Files: {'; '.join(sizes)}.<br>Licence: <a href='{html.escape(e.license.url)}'>"
-                 f"{html.escape(e.license.name)}</a>")
+        if e.community:
+            text += (f"<span style='color:{WARN_COLOUR}'><b>A community conversion</b> published by "
+                     f"{html.escape(e.publisher)}, not by the model's makers.</span><br>")
+        if sizes:
+            text += f"Files: {'; '.join(sizes)}.<br>"
+        if e.terms is not None:
+            colour = WARN_COLOUR if e.terms.needs_consent else OK_COLOUR
+            text += (f"Licence (from the model card): <span style='color:{colour}'>{html.escape(e.terms.describe())}"
+                     f"</span><br>{html.escape(e.source_line)}")
+        else:
+            text += (f"Licence: <a href='{html.escape(e.license.url)}'>{html.escape(e.license.name)}</a>")
+        if error:  # said once; choosing the model again reads the hub again
+            text += f"<br>{error}"
         if e.downloadable(q):
             repos = sorted({f.repo or "" for f in e.files(q)})
             text += (f"<br>From {html.escape(', '.join(repos))} on Hugging Face: "
@@ -243,14 +327,15 @@ class ChoosePage(QWizardPage):
         self.how_label.hide()
         self.get_button.setVisible(bool(e.convert_command) and not e.downloadable(q))
         self.get_button.setText(f"Get {e.title.split(' (')[0]}…")
-        if self.state == "idle":  # what was said about another model no longer holds
-            self.progress_bar.setValue(0)
-            self.progress_bar.hide()
-            self.progress_label.setText("")
-            self.download_status.setText("")
-        self.unverified_box.setVisible(bool(unverified_files(e, q)))
-        self.unverified_note.setVisible(bool(unverified_files(e, q)))
+        unverified = e.kind == "gguf" and e.resolved and bool(unverified_files(e, q))
+        self.unverified_box.setVisible(unverified)
+        self.unverified_note.setVisible(unverified)
         self.unverified_box.setChecked(False)
+        consent = e.resolved and needs_consent(self.ctx.paths, e)
+        self.licence_box.setVisible(bool(consent))
+        self.licence_box.setChecked(False)
+        if consent:
+            self.licence_box.setText(consent_question(e) + " I accept it.")
         self.checked["download"] = None
         self.completeChanged.emit()
         self._update_buttons()
@@ -282,8 +367,9 @@ class ChoosePage(QWizardPage):
 
     def _update_buttons(self) -> None:
         sel = self.selection()
-        can = sel is not None and sel[0].downloadable(sel[1]) and (
-            not unverified_files(*sel) or self.unverified_box.isChecked())
+        can = sel is not None and sel[0].downloadable(sel[1]) and sel[0].resolved and (
+            not unverified_files(*sel) or self.unverified_box.isChecked()) and (
+            not self.licence_box.isVisible() or self.licence_box.isChecked())
         self.download_button.setEnabled(bool(can) and self.state == "idle" and self.download.isChecked())
         self.download_reason.setText(self._why_not(sel) if self.state == "idle" else "")
         self.pause_button.setEnabled(self.state in ("running", "paused"))
@@ -291,6 +377,7 @@ class ChoosePage(QWizardPage):
         self.cancel_button.setEnabled(self.state in ("running", "paused"))
         self.entry_combo.setEnabled(self.state == "idle")
         self.unverified_box.setEnabled(self.state == "idle")
+        self.licence_box.setEnabled(self.state == "idle")
         self.existing.setEnabled(self.state == "idle")
 
     def _why_not(self, sel: tuple[ModelEntry, Quantization] | None) -> str:
@@ -299,28 +386,71 @@ class ChoosePage(QWizardPage):
             return "Choose a model to download."
         if not sel[0].downloadable(sel[1]):
             return "No download address is published for this model (see “How to get the files”)."
+        if not sel[0].resolved:
+            return ("Its files could not be read from Hugging Face (see above)." if sel[0].name == self._unread
+                    else "Reading its files and licence from Hugging Face…")
+        if self.licence_box.isVisible() and not self.licence_box.isChecked():
+            return "To download it, accept its licence above."
         if unverified_files(*sel) and not self.unverified_box.isChecked():
-            return "To download it, tick the box above: its files have no checksum in Deskhand's catalog."
+            return "To download it, tick the box above: Hugging Face publishes no checksum for its files."
         return ""
 
     # ------------------------------------------------------------------ existing files
     def _browse(self, edit: QLineEdit, title: str) -> None:
-        start = edit.text() or str(self.ctx.paths.models)
+        other = (self.mmproj_edit if edit is self.text_edit else self.text_edit).text().strip()
+        # the two files usually lie together: the second Browse starts where the first file is
+        models = self.ctx.paths.models if self.ctx.paths.models.is_dir() else Path.home()
+        start = edit.text().strip() or str(Path(other).expanduser().parent if other else models)
         path, _ = QFileDialog.getOpenFileName(self, title, start, "GGUF files (*.gguf);;All files (*)")
         if path:
             edit.setText(path)
+            if edit is self.text_edit:
+                self._propose_vision_file()
+            self.check_files()
+
+    def _propose_vision_file(self) -> None:
+        """The `mmproj-…` beside the chosen model: filled in when it is the only one (and the field is empty or
+        holds an earlier proposal), listed when there are several."""
+        text = self.text_edit.text().strip()
+        if not text:
+            return
+        self.ctx.runner.run(lambda: vision_files_beside(text), lambda found: self._show_beside(text, found),
+                            lambda exc: log.error("the vision files beside %s: %s", text, exc))
+
+    def _show_beside(self, text: str, found: list[Path]) -> None:
+        if text != self.text_edit.text().strip():
+            return  # another model was chosen meanwhile
+        mine = self.mmproj_edit.text().strip()
+        if len(found) > 1:
+            self.beside_label.setText(f"{len(found)} vision files lie beside this model: "
+                                      f"{', '.join(f.name for f in found)}. Choose the one made for it (Browse… "
+                                      "opens that folder).")
+        elif found and (not mine or mine in (self._proposed, str(found[0]))):
+            self.beside_label.setText(f"{found[0].name} lies beside this model, so it is filled in. Browse… to "
+                                      "choose another.")
+        self.beside_label.setVisible(len(found) > 1 or bool(found and (not mine or mine in (self._proposed,
+                                                                                             str(found[0])))))
+        if mine and mine != self._proposed:
+            return  # the person's own choice stays
+        proposal = str(found[0]) if len(found) == 1 else ""  # an earlier model's proposal goes with it
+        if proposal != mine:
+            self._proposed = proposal
+            self.mmproj_edit.setText(proposal)
+            self.mmproj_edit.setCursorPosition(0)
             self.check_files()
 
     def check_files(self) -> None:
         text, mmproj = self.text_edit.text().strip(), self.mmproj_edit.text().strip()
+        if mmproj != self._proposed:
+            self._proposed = ""  # the person chose this one: a later model's folder does not replace it
         self.checked["existing"] = None
         self.completeChanged.emit()
+        self._check_seq += 1  # a check still under way is of files no longer chosen
+        seq = self._check_seq
         if not text or not mmproj:
             self.check_label.setText("Choose both files: the text model and its vision projector (mmproj)."
                                      if text or mmproj else "")
             return
-        self._check_seq += 1
-        seq = self._check_seq
         self.check_label.setText("Checking the files…")
         self.ctx.runner.run(lambda: check_pair(text, mmproj), lambda c: self._checked(seq, c),
                           lambda e: self._check_failed(seq, e))
@@ -353,13 +483,17 @@ class ChoosePage(QWizardPage):
             return
         entry, quant = sel
         accept = self.unverified_box.isChecked()
+        accept_licence = self.licence_box.isVisible() and self.licence_box.isChecked()
         control = self.control = DownloadControl()
         self._downloader = downloader = downloader_for()
         emit = self.ctx.emit_progress
+        paths = self.ctx.paths
 
         def work() -> tuple[Checked, list[DownloadResult], str]:
+            if accept_licence:
+                record_consent(paths, entry)
             checked, results = download_pair(downloader, entry, quant, accept_unverified=accept, control=control,
-                                             progress=lambda i, n, p: emit((i, n, p)))
+                                             progress=lambda i, n, p: emit((i, n, p)), paths=paths)
             emit((1, 2, DownloadProgress(results[1].path.name, "loading", 0, None)))
             return checked, results, load_check(checked, control)
 
@@ -388,7 +522,8 @@ class ChoosePage(QWizardPage):
         for r in results:
             name = html.escape(r.path.name)
             if r.verified:
-                lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: SHA-256 checksum verified</span>")
+                lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: SHA-256 verified against Hugging Face's "
+                             f"listing of commit {html.escape(r.commit[:12])}</span>")
             elif r.hub_sha256:
                 lines.append(f"<span style='color:{OK_COLOUR}'>✓ {name}: matches the hub's SHA-256 ({r.sha256[:16]}…)"
                              f"</span> <span style='color:{WARN_COLOUR}'>— not pinned by Deskhand's catalog</span>")
@@ -444,6 +579,10 @@ class ChoosePage(QWizardPage):
     def go_convert(self) -> None:
         """To the conversion page (the wizard routes there while `want_convert`)."""
         self.want_convert = True
+        sel = self.selection()
+        convert = getattr(self.wizard(), "convert_page", None)
+        if sel is not None and convert is not None:
+            convert.choose(sel[0].name)
         self.wizard().next()
 
     def nextId(self) -> int:

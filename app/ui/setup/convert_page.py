@@ -1,6 +1,7 @@
-"""The setup window's conversion page, behind “Get Holotron-12B…”: the same job as `deskhand model convert` (download,
-convert, quantize, verify, register) on a worker thread, with a line per phase, a progress bar, the log's last lines,
-Stop at any point, and the offer to delete the intermediate files at the end."""
+"""The setup window's conversion page, behind “Get Holotron-12B…” / “Get Holotron4-30B-A3B…”: the same job as
+`deskhand model convert` (download, convert, quantize, verify, register) on a worker thread, with a line per phase, a
+progress bar, the log's last lines, Stop at any point, and the offer to delete the intermediate files at the end. A
+licence that must be acknowledged (non-commercial, or one Deskhand cannot classify) is named and asked for first."""
 
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ from PySide6.QtWidgets import (
 
 from app.domain.errors import Cancelled
 from app.domain.units import human_bytes
+from app.setup.catalog import ModelEntry
 from app.setup.convert.job import PHASES, ConvertJob, ConvertRequest, ConvertResult, Step
-from app.setup.convert.plan import SOURCES, recommended_quant
-from app.setup.convert.quantize import FTYPES
+from app.setup.convert.plan import DEFAULT_REPO, SOURCES, default_quant, planned_sizes, quant_choices, repo_of
 from app.setup.convert.tools_env import ToolsEnv
 from app.setup.flow import Checked
+from app.setup.licence_consent import LicenceConsentNeeded
 from app.setup.transfer import DownloadControl
 from app.ui.setup.context import OK_COLOUR, WARN_COLOUR, SetupContext, error_html, label
 
@@ -54,13 +56,13 @@ class ConvertPage(QWizardPage):
         self.repo_combo = QComboBox()
         for repo, (_, _, title) in SOURCES.items():
             self.repo_combo.addItem(f"{title} ({repo})", repo)
+        self.repo_combo.currentIndexChanged.connect(self._source_changed)
         self.folder_edit = QLineEdit()
         self.folder_edit.setPlaceholderText("…/Holotron-12B (config.json, *.safetensors)")
         self.browse = QPushButton("Browse…")
         self.browse.clicked.connect(self._browse)
         self.quant_combo = QComboBox()
-        for q in FTYPES:
-            self.quant_combo.addItem(q, q)
+        self.quant_combo.currentIndexChanged.connect(self._update)
         grid = QGridLayout()
         grid.addWidget(self.from_hub, 0, 0)
         grid.addWidget(self.repo_combo, 0, 1, 1, 2)
@@ -72,6 +74,9 @@ class ConvertPage(QWizardPage):
         self.plan_label = label()
         self.tools_box = QCheckBox()
         self.tools_box.toggled.connect(self._update)
+        self.licence_box = QCheckBox()  # shown when the job asked for the licence to be acknowledged
+        self.licence_box.toggled.connect(self._update)
+        self.licence_box.hide()
         self.start_button, self.stop_button = QPushButton("Start"), QPushButton("Stop")
         self.clean_button = QPushButton("Delete intermediate files")
         self.start_button.clicked.connect(self.start)
@@ -93,6 +98,7 @@ class ConvertPage(QWizardPage):
         lay.addLayout(grid)
         lay.addWidget(self.plan_label)
         lay.addWidget(self.tools_box)
+        lay.addWidget(self.licence_box)
         lay.addLayout(buttons)
         widgets: tuple[QWidget, ...] = (self.phase_label, self.bar, self.status, self.log_view)
         for w in widgets:
@@ -107,13 +113,18 @@ class ConvertPage(QWizardPage):
         self.done_phases: list[str] = []
         self.tools: ToolsEnv | None = None
         self.profile = "auto"  # the profile the verification proposal uses
+        self.wanted: str | None = None  # the catalog entry the choose page sent here (choose())
         self.clean_button.hide()
 
     # ------------------------------------------------------------------ set-up
+    def choose(self, name: str) -> None:
+        """The catalog entry to convert (the choose page's selection)."""
+        self.wanted = name
+
     def initializePage(self) -> None:
-        gpu = self.ctx.probe.gpu if self.ctx.probe else None
-        rec = recommended_quant(gpu.budget if gpu else None)
-        self.quant_combo.setCurrentIndex(self.quant_combo.findData(rec))
+        repo = repo_of(self.wanted or "") or DEFAULT_REPO
+        self.repo_combo.setCurrentIndex(max(self.repo_combo.findData(repo), 0))
+        self._source_changed()
         self.ctx.runner.run(lambda: ToolsEnv(self.ctx.paths.data / "tools"), self._tools_known,
                             lambda exc: self.plan_label.setText(error_html(exc)))
         self._update()
@@ -136,29 +147,62 @@ class ConvertPage(QWizardPage):
             self.folder_edit.setText(folder)
             self.from_folder.setChecked(True)
 
+    def _entry(self) -> ModelEntry | None:
+        _, name, _ = SOURCES[str(self.repo_combo.currentData())]
+        probe = self.ctx.probe
+        return next((e for e in probe.catalog.models if e.name == name), None) if probe else None
+
+    def _source_changed(self) -> None:
+        """Title, quantizations and licence question follow the checkpoint chosen."""
+        _, _, title = SOURCES[str(self.repo_combo.currentData())]
+        self.setTitle(f"Get {title}")
+        self.setSubTitle(f"H Company publishes {title} as a Hugging Face checkpoint, not as GGUF files. Deskhand "
+                         "downloads it, converts it with llama.cpp's own converter, quantizes it and checks it.")
+        entry = self._entry()
+        gpu = self.ctx.probe.gpu if self.ctx.probe else None
+        self.quant_combo.blockSignals(True)
+        self.quant_combo.clear()
+        for q in quant_choices(entry):
+            self.quant_combo.addItem(q, q)
+        self.quant_combo.setCurrentIndex(max(self.quant_combo.findData(default_quant(entry, gpu.budget if gpu
+                                                                                      else None)), 0))
+        self.quant_combo.blockSignals(False)
+        self.licence_box.hide()
+        self.licence_box.setChecked(False)
+        self._update()
+
     def request(self) -> ConvertRequest:
         repo = str(self.repo_combo.currentData())
         rev, name, title = SOURCES[repo]
         quant = str(self.quant_combo.currentData())
+        accept_licence = self.licence_box.isVisible() and self.licence_box.isChecked()
         if self.from_folder.isChecked():
-            return ConvertRequest(folder=Path(self.folder_edit.text().strip()).expanduser(), quant=quant,
-                                  profile=self.profile, accept_tools=self.tools_box.isChecked())
+            return ConvertRequest(folder=Path(self.folder_edit.text().strip()).expanduser(), quant=quant, name=name,
+                                  title=title, stem=title, profile=self.profile,
+                                  accept_tools=self.tools_box.isChecked(), accept_licence=accept_licence)
         return ConvertRequest(repo=repo, revision=rev, quant=quant, name=name, title=title, stem=title,
-                              profile=self.profile, accept_tools=self.tools_box.isChecked())
+                              profile=self.profile, accept_tools=self.tools_box.isChecked(),
+                              accept_licence=accept_licence)
 
     def _update(self) -> None:
         idle = self.state == "idle"
         source_ok = self.from_hub.isChecked() or bool(self.folder_edit.text().strip())
-        self.start_button.setEnabled(idle and source_ok and self.tools is not None and self.tools_box.isChecked())
+        licence_ok = self.licence_box.isHidden() or self.licence_box.isChecked()
+        self.start_button.setEnabled(idle and source_ok and self.tools is not None and self.tools_box.isChecked()
+                                     and licence_ok)
         self.stop_button.setEnabled(not idle)
         for w in (self.from_hub, self.from_folder, self.repo_combo, self.folder_edit, self.browse, self.quant_combo,
-                  self.tools_box):
+                  self.tools_box, self.licence_box):
             w.setEnabled(idle)
-        if self.tools is not None:
-            where = "downloaded into the Hugging Face cache (≈ 26 GB), " if self.from_hub.isChecked() else ""
+        repo, quant = str(self.repo_combo.currentData()), self.quant_combo.currentData()
+        sizes = planned_sizes(repo, str(quant)) if quant else None
+        if self.tools is not None and sizes is not None:
+            download, working, done = (human_bytes(n) for n in sizes)
+            where = f"downloaded into the Hugging Face cache (≈ {download}), " if self.from_hub.isChecked() else ""
             self.plan_label.setText(f"The checkpoint is {where}converted in {html.escape(str(self.ctx.paths.models))}"
-                                    " (≈ 35 GB more while converting, ≈ 11 GB when done). The disk space is checked "
-                                    "before anything is downloaded. Stop keeps what was downloaded: Start continues.")
+                                    f" (≈ {working} more while converting, ≈ {done} when done). The disk space is "
+                                    "checked before anything is downloaded. Stop keeps what was downloaded: Start "
+                                    "continues.")
 
     # ------------------------------------------------------------------ running
     def start(self) -> None:
@@ -215,6 +259,12 @@ class ConvertPage(QWizardPage):
         if isinstance(exc, Cancelled):
             self.status.setText("Stopped. Nothing was registered; what was downloaded and the finished steps are kept: "
                                 "Start continues from there.")
+        elif isinstance(exc, LicenceConsentNeeded):  # nothing was downloaded: asked here, then Start again
+            self.status.setText(error_html(exc))
+            self.licence_box.setText(f"I accept the licence of {SOURCES[str(self.repo_combo.currentData())][2]} (then "
+                                     "Start again)")
+            self.licence_box.setChecked(False)
+            self.licence_box.show()
         else:
             self.status.setText(error_html(exc))
         self._update()

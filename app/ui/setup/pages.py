@@ -34,12 +34,13 @@ def suggestion_words(rec: Recommendation) -> str:
         return f"{head}."
     if fit.budget is None:
         return f"{head}. It will run on the processor: expect a few minutes per step."
-    return f"{head}. {html.escape(fit.describe())}"
+    why = "".join(f"<br>{html.escape(r)}" for r in rec.reasons)  # generation, measured step time, licence
+    return f"{head}. {html.escape(fit.describe())}{why}"
 
 
 def model_words(c: Checked) -> str:
     """The model's name and the size of its two files: "Holotron-12B (7.9 GB)", not an architecture id."""
-    m = re.match(r"^(.*?) \([^()]*, [\d.]+ GiB\)( \+ .*)?$", c.summary)
+    m = re.match(r"^(.*?) \([^()]*, [\d.]+ [KMG]?i?B\)( \+ .*)?$", c.summary)
     name = m.group(1) if m else c.text.stem
     return f"{name} ({human_bytes(c.text_bytes + c.mmproj_bytes)})"
 

@@ -59,7 +59,7 @@ class SetupWizard(QWizard):
 
         gpu = gpu_report()
         catalog = catalog_for(self.paths)
-        rec = recommend_model(catalog, gpu.budget)
+        rec = recommend_model(catalog, gpu.budget, gpu_name=gpu.best.name if gpu.best else None)
         folder = self.paths.data
         while not folder.exists() and folder.parent != folder:
             folder = folder.parent

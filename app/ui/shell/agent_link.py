@@ -191,7 +191,7 @@ class AgentLink(QObject):
         a, host, task = self.app, msg["host"], msg["task"].strip()
         if self.run is None and not a.presenter.running and a.host.worker.lent:  # no task: the model is lent
             what = (f"answering “{a.lent_for}” (its propose tool)" if a.lent_for else
-                    "the model test (Settings → Model → Test on this computer)")
+                    "the model test (Settings → General → Test on this computer)")
             finish(sock, protocol.refused(f"Deskhand's model is busy with {what}, so no task can start now.",
                                           "Wait until it is done (the status tool tells), then call run_task again."))
             return
@@ -204,7 +204,7 @@ class AgentLink(QObject):
         if not a.model_ready():
             finish(sock, protocol.refused("Deskhand has no model set up yet, so it cannot look at the screen or act.",
                                           "Ask the person at this computer to set one up in Deskhand (Settings → "
-                                          "Model)."))
+                                          "General)."))
             return
         auto = msg.get("auto_approve", "safe") == "safe"
         settings = a.settings.replace(approval_policy="auto_approve_safe" if auto else "ask_every_step",
@@ -281,7 +281,7 @@ class AgentLink(QObject):
         if not a.model_ready():
             finish(sock, protocol.refused("Deskhand has no model set up yet, so it cannot look at the screen.",
                                           "Ask the person at this computer to set one up in Deskhand (Settings → "
-                                          "Model)."))
+                                          "General)."))
             return
         token, settings, task = CancelToken(), a.settings, msg["task"].strip()
         self.proposing = a.lent_for = host  # (a task typed meanwhile waits in the box, the status says why)

@@ -45,7 +45,7 @@ NO_TRAY = ("This desktop has no system tray, so Deskhand works from this window:
            "(On GNOME, the AppIndicator extension adds a tray.)")
 MAIN_SIZE, HISTORY_SIZE = (1180, 780), (1180, 720)
 MODEL_TEST_RUNNING = ("<b>The model test is using the model.</b> Start the task when the test ends, or stop the "
-                      "test (Settings → Model → Test on this computer).")
+                      "test (Settings → General → Test on this computer).")
 MODEL_PROPOSING = ("<b>“{host}” is asking the model about the screen</b> (its propose tool; nothing is done). "
                    "Start the task in a moment, once the model has answered.")
 

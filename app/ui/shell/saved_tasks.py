@@ -57,13 +57,14 @@ class SavedTasks:
             return
         values = task.values({})
         for v in task.variables:
-            if v.name not in values:  # a secret: asked for now, never stored
-                text, ok = QInputDialog.getText(app.main, f"“{task.name}”", f"{v.name}:",
+            while v.name not in values:  # a secret: asked for now (again if left empty), never stored
+                text, ok = QInputDialog.getText(app.main, f"“{task.name}”", f"{v.name} (it cannot be empty):",
                                                 QLineEdit.EchoMode.Password)
                 if not ok:
                     return
-                values[v.name] = text
-        rendered = task.render(task.task, values)
+                if text:
+                    values[v.name] = text
+        rendered = task.shown(task.task, values)  # a secret shown and recorded as [redacted]
 
         def replay(model: Any) -> ReplayEngine:
             engine = ReplayEngine(task, values, model)

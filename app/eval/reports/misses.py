@@ -1,52 +1,15 @@
-"""The pictures of a run, drawn with Pillow alone: `chart.png` (accuracy per category with its interval, and the
-distribution of seconds per item) and `misses.png` (a contact sheet of missed items: the crop around the target,
-the target drawn in green, the predicted point in red)."""
+"""`misses.png`: a contact sheet of missed items (the crop around the target, the target drawn in green, the
+predicted point in red), pasted together with Pillow from the suite's own images."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from PIL import Image, ImageDraw
 
 from app.eval.runner import ItemResult
 from app.eval.targets import Box, Polygon, in_pixels
-
-W, ROW, LABEL = 900, 22, 260
-
-
-def chart(s: dict[str, Any], key: str, seconds: Sequence[float], path: Path) -> None:
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for name, v in s["variants"].items():
-        rows.append((f"{name or 'all'}: overall", v["overall"]))
-        rows += [(f"{name + ': ' if name else ''}{g}", r) for g, r in v["by"].get(key, {}).items()]
-    all_s = list(seconds)
-    hist_h = 160 if all_s else 0
-    img = Image.new("RGB", (W, 40 + ROW * len(rows) + hist_h + 40), "white")
-    d = ImageDraw.Draw(img)
-    d.text((10, 10), f"{s['suite']['title']}: accuracy per {key} (bar), 95% interval (line)", fill="black")
-    span = W - LABEL - 30
-    for i, (label, r) in enumerate(rows):
-        y = 40 + i * ROW
-        d.text((10, y + 4), f"{label[:34]} ({r['hits']}/{r['n']})", fill="black")
-        d.rectangle((LABEL, y + 3, LABEL + span * r["accuracy"], y + ROW - 4), fill=(70, 130, 200))
-        lo, hi = r["ci95"]
-        d.line((LABEL + span * lo, y + ROW // 2, LABEL + span * hi, y + ROW // 2), fill="black", width=2)
-    if all_s:
-        top = 50 + ROW * len(rows)
-        d.text((10, top), f"seconds per item ({len(all_s)} items): 0 to {max(all_s):.2f} s", fill="black")
-        bins = [0] * 30
-        hi_s = max(all_s) or 1.0
-        for x in all_s:
-            bins[min(29, int(x / hi_s * 30))] += 1
-        peak = max(bins) or 1
-        bw = (W - 40) / 30
-        for b, c in enumerate(bins):
-            x0 = 20 + b * bw
-            d.rectangle((x0, top + hist_h - 10 - (hist_h - 40) * c / peak, x0 + bw - 2, top + hist_h - 10),
-                        fill=(120, 120, 120))
-    img.save(path)
 
 
 def misses(results: Sequence[ItemResult], path: Path, limit: int = 24, cell: int = 220) -> int:
