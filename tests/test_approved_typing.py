@@ -84,7 +84,11 @@ def test_a_hundred_approved_typing_steps_arrive_exactly(qtbot, desktop, target, 
             if step % 2 == 1 and step < STEPS:
                 app.presenter.pause(True)  # the next step waits until Resume
             click(desktop, *centre_of(app.dialog.approve_button))
-            got = next_event(qtbot, target, "return_pressed")
+            try:
+                got = next_event(qtbot, target, "return_pressed")
+            except Exception:
+                raise AssertionError(f"step {step}: nothing arrived; the app says {app.main.status.texts()}, "
+                                     f"{app.main.steps.decisions()}") from None
             assert got["text"] == line(step), f"step {step}: typed {got['text']!r}, approved {line(step)!r}"
         qtbot.waitUntil(lambda: not app.presenter.running, timeout=60000)
         assert app.main.steps.decisions() == {**{n: "approved" for n in range(1, STEPS + 1)},

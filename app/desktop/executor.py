@@ -8,6 +8,7 @@ stops: panic hotkey, corner failsafe, real user input); on any exit it releases 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -304,6 +305,8 @@ class InputExecutor:
     def perform(self, action: Action, shot: Framed, token: CancelToken) -> Outcome:
         self._token, self._events = token, 0
         focused = getattr(shot, "focused_window", None)  # a Screenshot knows which window had the keyboard
+        if focused is not None and getattr(focused, "pid", 0) == os.getpid():
+            focused = None  # Deskhand's own (out of the way by the time keys go): which window gets them is not known
         self._expected = (int(getattr(focused, "wid", 0) or 0), str(getattr(focused, "title", "")))
         started = time.monotonic()
         description = action.describe(geometry.locator(shot))
