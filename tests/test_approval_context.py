@@ -24,6 +24,7 @@ from app.domain.paths import default_paths
 from app.link.client import open_request
 from app.link.consent import ConsentStore
 from app.link.instance import server_name
+from app.link.protocol import progress_text
 from app.ui.approval.form import REPLAYED_HEADING, THOUGHT_HEADING
 from app.ui.history.save_task import SaveTaskDialog
 from app.ui.history.window import SAVE_TIP
@@ -106,7 +107,12 @@ def test_no_approval_window_opens_over_a_programs_consent_question(qtbot, deskto
 
 
 def test_the_approval_window_names_the_program_that_asked_for_the_task(qtbot, desktop, target, tmp_path):
-    engine = ScriptedEngine([click_at(target, "pad", "the pad")])
+    def changed_after_the_screenshot(obs):
+        target.request("pad_look", text="other", colour="#7f1d1d")  # the pad is another thing now
+        return click_at(target, "pad", "the pad")(obs)
+
+    target.request("pad_look", text="pad")
+    engine = ScriptedEngine([changed_after_the_screenshot, click_at(target, "pad", "the pad")])
     ConsentStore(default_paths(tmp_path / "home").config).allow(HOST)
     with on_the_link(tmp_path, engine) as (app, _, base):
         qtbot.waitUntil(app.main.isVisible)
@@ -127,8 +133,18 @@ def test_the_approval_window_names_the_program_that_asked_for_the_task(qtbot, de
         assert app.dialog.asked_by.isVisible() and f"“{HOST}” asked for this task" in app.dialog.asked_by.text()
         assert f"for “{HOST}”" in app.dialog.windowTitle()
         assert app.dialog.thought_heading.text() == THOUGHT_HEADING  # the model was asked
+        app.dialog.approve_button.click()  # not done (the pad changed): the program is told, and asked again
+        qtbot.waitUntil(lambda: app.dialog.isVisible() and app.dialog.event_ is not None
+                        and app.dialog.event_.dropped != "", timeout=30000)
+        assert f"“{HOST}” asked for this task" in app.dialog.asked_by.text()
         app.dialog.approve_button.click()
         qtbot.waitUntil(ran.done, timeout=60000)
+        events = [m for m in ran.result() if isinstance(m, dict)]
+        dropped = [m for m in events if m.get("event") == "dropped"]
+        assert len(dropped) == 1 and dropped[0]["step"] == 1 and "changed since the screenshot" in dropped[0]["message"]
+        assert progress_text(dropped[0]).startswith("step 1: not done, the model is asked again:")
+        assert events[-1]["event"] == "finished"
+    target.request("pad_look", text="pad")
     # a task of the person's own, next: no program is named
     engine2 = ScriptedEngine([click_at(target, "pad", "the pad")])
     with running_app(tmp_path, engine2) as app:
