@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Any
 
-from PySide6.QtCore import QEvent, QMimeData, QObject, QSocketNotifier, Qt, QTimer
-from PySide6.QtGui import QColor, QDrag, QGuiApplication, QKeySequence, QPainter, QShortcut
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPoint, QSocketNotifier, Qt, QTimer
+from PySide6.QtGui import QColor, QCursor, QDrag, QGuiApplication, QKeySequence, QPainter, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -108,6 +108,12 @@ class TargetWindow(QWidget):
         self.edit = QLineEdit(self)
         self.edit.setGeometry(20, 80, 500, 32)
         self.edit.returnPressed.connect(lambda: emit(event="return_pressed", text=self.edit.text()))
+        self.edit.textChanged.connect(self._maybe_trap)
+        self.trap = QLineEdit()  # a window that opens and takes the keyboard when "#" is typed (set with "trap")
+        self.trap.setWindowTitle("Opened by #")
+        self.trap.setGeometry(900, 120, 300, 40)
+        self.trap.returnPressed.connect(lambda: emit(event="trap_return", text=self.trap.text()))
+        self.trapping = False
         self.list = QListWidget(self)
         self.list.setGeometry(20, 130, 240, 200)
         self.list.addItems([f"item {i}" for i in range(300)])
@@ -122,10 +128,31 @@ class TargetWindow(QWidget):
         self.notes = QPlainTextEdit(self)  # where a person types a paragraph while Deskhand proposes steps
         self.notes.setGeometry(20, 345, 520, 64)
         QShortcut(QKeySequence("Ctrl+Shift+K"), self, lambda: emit(event="shortcut", keys="ctrl+shift+k"))
+        self.tip = QLabel(None, Qt.ToolTip | Qt.WindowTransparentForInput)  # (gone at the next motion anyway)
+        self.tip.setStyleSheet("background: #ffffdc; color: black; border: 1px solid black; padding: 2px;")
+        self.tip_at = QPoint()
+        self.tip_above = QTimer(self)
+        self.tip_above.timeout.connect(self._tip_follows)
         self.keys: HeldKeys | None = None
         self.anim = QTimer(self)
         self.anim.timeout.connect(self._step)
         self.anim_left = 0
+
+    def _maybe_trap(self, text: str) -> None:
+        if self.trapping and text.endswith("#") and not self.trap.isVisible():
+            self.trap.show()
+            self.trap.raise_()
+            self.trap.activateWindow()
+            emit(event="trap_opened")
+
+    def _tip_follows(self) -> None:
+        """The tooltip goes when the pointer moves on (as a toolkit's does), and stays above the window should the
+        window manager raise that (a focus change)."""
+        if (QCursor.pos() - self.tip_at).manhattanLength() > 3:
+            self.tip_above.stop()
+            self.tip.hide()
+        else:
+            self.tip.raise_()
 
     def _step(self) -> None:
         self.swatch.colour = QColor.fromHsv((self.swatch.colour.hsvHue() + 37) % 360, 200, 200)  # never repeats soon
@@ -154,7 +181,7 @@ class TargetWindow(QWidget):
             return {"text": self.edit.text(), "notes": self.notes.toPlainText(),
                     "scroll": self.list.verticalScrollBar().value(),
                     "focus": next((n for n in ("edit", "button", "list", "notes") if getattr(self, n) is focus), None),
-                    "held": sorted(self.keys.held) if self.keys else [],
+                    "held": sorted(self.keys.held) if self.keys else [], "trap": self.trap.text(),
                     "modifiers": int(QGuiApplication.queryKeyboardModifiers().value)}
         if cmd == "set_text":
             self.edit.setText(msg["text"])
@@ -168,9 +195,30 @@ class TargetWindow(QWidget):
             self.anim.stop()
         elif cmd == "move":  # the window elsewhere on the screen
             self.move(*msg["to"])
+        elif cmd == "pad_look":  # what the pad says and its colour (a change at its very middle)
+            self.pad.setText(msg["text"])
+            self.pad.setStyleSheet(f"background: {msg['colour']};" if msg.get("colour") else "")
+            self.pad.repaint()
         elif cmd == "rename":  # the Sign in button's text
             self.button.setText(msg["text"])
             self.button.repaint()
+        elif cmd == "tooltip":  # a tooltip where the pointer rests, as a toolkit shows one after a click: an
+            # unmanaged window of the tooltip type, as Qt's and GTK's are, that stays while the window it belongs to
+            # loses or gains the keyboard (as GTK's do; QToolTip's own would hide then)
+            self.tip.setText(msg["text"])
+            self.tip.adjustSize()
+            self.tip_at = QCursor.pos()
+            self.tip.move(self.tip_at + QPoint(2, 16))
+            self.tip.show()
+            self.tip_above.start(50)
+            return {"shown": self.tip.isVisible()}
+        elif cmd == "trap":  # "#" typed in the field opens a window that takes the keyboard (on: True)
+            self.trapping = msg["on"]
+            self.trap.hide()
+            self.trap.clear()
+        elif cmd == "hide_tooltip":
+            self.tip_above.stop()
+            self.tip.hide()
         elif cmd == "hide":
             self.hide()
         elif cmd == "show":

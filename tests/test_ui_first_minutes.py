@@ -110,6 +110,7 @@ def test_an_error_outranks_information_and_saved_is_not_said_when_part_was_not_s
     app.start()
     keyring.set_keyring(NoKeyring())  # no secret store on this computer
     app.open_settings()
+    choose_server(app.settings_dialog)
     app.settings_dialog.engine.key.setText("sk-local-123")  # the "Server API key" field
     app.settings_dialog.save()
     qtbot.waitUntil(lambda: app.main.status.has("api-key"), timeout=5000)
@@ -125,11 +126,44 @@ def test_an_error_outranks_information_and_saved_is_not_said_when_part_was_not_s
 
     keyring.set_keyring(memory_keyring)  # the store is back: saving again removes the error with its cause
     app.open_settings()
+    assert app.settings_dialog.engine.remote
     app.settings_dialog.engine.key.setText("sk-local-123")
     app.settings_dialog.save()
     qtbot.waitUntil(lambda: not app.main.status.has("api-key"), timeout=5000)
     qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()), timeout=5000)
     assert memory_keyring.store[("Deskhand", "model-server-api-key")] == "sk-local-123"
+
+
+def choose_server(dialog) -> None:
+    """Settings: the engine is a model server of yours, on this computer."""
+    engine = dialog.engine
+    engine.choice.setCurrentIndex(engine.choice.findData("remote"))
+    engine.url.setText("http://127.0.0.1:8000/v1")
+
+
+def test_an_error_goes_once_its_cause_is_gone(qtbot, make_app):
+    """N5: the model server's key could not be kept; switching back to the local engine takes the error away with
+    its cause, for good (not through the next runs)."""
+    import keyring
+    from keyring.backends.null import Keyring as NoKeyring
+
+    app = make_app(script=[{"tool_name": "answer", "content": "ok"}])
+    app.start()
+    keyring.set_keyring(NoKeyring())  # no secret store on this computer
+    app.open_settings()
+    choose_server(app.settings_dialog)
+    app.settings_dialog.engine.key.setText("sk-local-123")
+    app.settings_dialog.save()
+    qtbot.waitUntil(lambda: app.main.status.has("api-key"), timeout=5000)
+    app.open_settings()  # back to the model on this computer (the key is still in its field)
+    engine = app.settings_dialog.engine
+    engine.choice.setCurrentIndex(engine.choice.findData("local"))
+    app.settings_dialog.save()
+    qtbot.waitUntil(lambda: any("Settings saved" in t for t in app.main.status.texts()), timeout=5000)
+    assert not app.main.status.has("api-key")
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.start_task("Say ok")
+    assert not app.main.status.has("api-key") and app.main.status.current().kind != "error"
 
 
 def test_with_a_model_server_chosen_the_window_names_it_not_the_local_file(qtbot, make_app):
@@ -212,6 +246,50 @@ def test_a_task_handed_over_while_busy_waits_and_is_offered_when_the_run_ends(qt
         app.main.status.click("Start it")
     assert second.args[0].outcome == "answered" and app.engine.seen[-1].task == "Second task"
     assert "Third task" in app.main.status.current().text  # and the next one is offered in turn
+
+
+def test_keys_typed_in_the_task_box_during_a_run_say_where_the_next_task_goes(qtbot, make_app):
+    """D10: the box shows the running task and takes no keys; a key typed there is answered with where to type
+    the next task (the quick task box, which queues it), not swallowed without a word."""
+    app = make_app(script=[{"tool_name": "click", "element": "OK", "x": 500, "y": 500}])
+    app.start()
+    app.main.set_task("First task")
+    assert app.start_task("First task")
+    qtbot.waitUntil(app.dialog.isVisible, timeout=20000)
+    assert app.main.task_box.isReadOnly() and "quick task box" in app.main.task_box.toolTip()
+    qtbot.keyClicks(app.main.task_box, "next")
+    cue = app.main.status.current()
+    assert cue.key == "busy-box" and "quick task box" in cue.text and app.main.task_box.task() == "First task"
+    app.main.status.click("Open the quick task box")
+    qtbot.waitUntil(app.quick.isVisible, timeout=5000)
+    app.quick.submitted.emit("Second task")  # typed there: it waits
+    assert list(app.queue.waiting) == ["Second task"]
+    with qtbot.waitSignal(app.presenter.finished, timeout=20000):
+        app.presenter.stop()
+    assert not app.main.status.has("busy-box") and not app.main.task_box.isReadOnly()
+
+
+def test_an_offered_task_is_not_dropped_by_not_now_nor_does_the_offer_hide_the_answer(qtbot, make_app):
+    """D10: the offer of the task that waited sits below the finished run's answer; "Not now" keeps the task
+    waiting (and says so) instead of dropping it when the next one is offered."""
+    app = make_app(script=[{"tool_name": "answer", "content": "7 + 8 = 15"}, {"tool_name": "answer", "content": "ok"}],
+                   think_s=1.0)
+    app.start()
+    assert app.start_task("Add seven and eight")
+    app.quick.submitted.emit("Second task")
+    app.quick.submitted.emit("Third task")
+    qtbot.waitUntil(lambda: app.queue.offered == "Second task", timeout=20000)
+    offer = app.main.status.current()
+    assert "7 + 8 = 15" in offer.text and "Second task" in offer.text  # the answer stays in sight
+    assert app.main.status.button_texts() == ["Start it", "Not now"]
+    app.main.status.click("Not now")
+    said = app.main.status.current()
+    assert "“Second task” was not started: it waits" in said.text and list(app.queue.waiting) == [
+        "Second task", "Third task"]
+    assert app.main.task_box.task() == "" and app.queue.count() == 2  # Quit would name both
+    app.main.status.click("Start it")  # when the person wants it
+    qtbot.waitUntil(lambda: app.engine.seen and app.engine.seen[-1].task == "Second task", timeout=20000)
+    assert list(app.queue.waiting) == ["Third task"]
 
 
 def test_a_task_is_never_queued_twice_waiting_ones_go_at_once_and_quit_says_they_would_be_lost(qtbot, make_app):

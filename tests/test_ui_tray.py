@@ -163,3 +163,15 @@ def test_the_tray_menu_runs_a_saved_task(qtbot, app):
     assert app.tray.saved_menu.isEnabled()
     app.tray.saved_menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: app.main.task_box.task() == "Check the mail of alice")
+
+
+def test_the_tray_says_a_task_typed_during_a_run_waits_to_be_offered_not_that_it_starts(qtbot, app, monkeypatch):
+    """D10: waiting tasks are offered when the run ends, not started: the tray's note does not promise more."""
+    notes: list[tuple[str, str]] = []
+    real = app.tray.notify
+    monkeypatch.setattr(app.tray, "notify", lambda title, text: (notes.append((title, text)), real(title, text)))
+    app.start_task("Sign in")
+    qtbot.waitUntil(lambda: app.presenter.running, timeout=10000)
+    app.quick.submitted.emit("Third task")
+    assert notes == [("The task waits", "“Third task” is offered to you when this task ends.")]
+    app.presenter.stop()

@@ -274,14 +274,15 @@ def test_a_question_from_the_model_is_answered_in_the_dialog(qtbot, dialog):
     assert dialog.got == [(10, Decision("answer", feedback="the work one"))]
 
 
-def test_a_drag_moves_with_its_vector(qtbot, dialog):
+def test_moving_a_drags_start_leaves_its_end_where_it_was(qtbot, dialog):
     present(qtbot, dialog, proposed(11, Drag(_point(300, 300), _point(600, 300), "file")))
     dialog.edit_button.click()
     qtbot.keyClick(dialog.view, Qt.Key.Key_Down, Qt.KeyboardModifier.ShiftModifier)
+    assert dialog.view.end_marker() == pytest.approx((600.5, 300.5), abs=0.6)  # the picture's end stays too
     dialog.approve_button.click()
     action = dialog.got[0][1].action
     assert isinstance(action, Drag)
-    assert action.end.x - action.start.x == pytest.approx(_point(600, 300).x - _point(300, 300).x)
+    assert action.end == _point(600, 300) and action.start != _point(300, 300)
 
 
 def test_the_dialog_is_placed_clear_of_the_target(qtbot, dialog):

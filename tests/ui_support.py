@@ -74,15 +74,18 @@ def colour_fraction(img: Image.Image, box: tuple[int, int, int, int], rgb: tuple
 
 
 @contextlib.contextmanager
-def window_manager(display: str, workdir: Path) -> Iterator[XServer]:
-    """jwm on an X server someone else runs (pytest-xvfb's, where the test's QApplication lives), by PID.
-    Afterwards its EWMH marks are removed from the root window, so later tests do not see a dead WM."""
+def window_manager(display: str, workdir: Path, focus: str = "click") -> Iterator[XServer]:
+    """jwm on an X server someone else runs (pytest-xvfb's, where the test's QApplication lives), by PID, with
+    click focus or focus-follows-mouse (`focus="sloppy"`, jwm's own default). Afterwards its EWMH marks are
+    removed from the root window, so later tests do not see a dead WM."""
     server = XServer(workdir)
     server.display = display
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "jwmrc").write_text(JWMRC)
+    (workdir / "jwmrc").write_text(JWMRC.replace("<FocusModel>click</FocusModel>",
+                                                 f"<FocusModel>{focus}</FocusModel>"))
     log = open(workdir / "jwm.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(["jwm", "-f", str(workdir / "jwmrc")], env=server.env(), stdout=log, stderr=log)
+    server.wm_process = proc  # type: ignore[attr-defined]  # (a test may make it slow, as a busy machine does)
     try:
         wait_until(server._wm_ready, 10, "jwm to manage the screen", 0.05)
         yield server

@@ -120,6 +120,8 @@ class Decider:
                 self.refused_in_a_row = 0
         elif isinstance(e, ev.ProposalFailed):
             self.echo(f"step {e.step}: the model's answer was not usable: {e.message}")
+        elif isinstance(e, ev.StepNotDone):
+            self.echo(f"step {e.step}: not done: {e.message}")
         elif isinstance(e, ev.StepDecided) and e.decision in ("refused", "reject"):
             self.echo(f"step {e.step}: refused: {e.feedback}")
         elif isinstance(e, ev.Notice):

@@ -99,6 +99,7 @@ class _Step:
     feedback: str  # what the model is told with this screenshot
     attempt: int = 1
     found: AccessibleElement | None = None  # the element at the target when it was proposed
+    dropped: str = ""  # proposed again: why the step approved before was not done
 
 
 class Run:
@@ -224,7 +225,7 @@ class Run:
             result = self.handle(st, obs, proposal)
             if result != STALE:
                 return result
-            st = _Step(st.n, self.screen.grab(self.cfg.monitor), st.feedback)
+            st = _Step(st.n, self.screen.grab(self.cfg.monitor), st.feedback, dropped=st.dropped)
         raise DeskhandError(f"The screen kept changing around the target of step {st.n}.",
                             "Wait until the screen is still, then start the task again.")
 
@@ -353,7 +354,7 @@ class Run:
             screen_point, st.shot.to_pixels(point) if point is not None else None, encode_view(st.shot.image),
             st.shot.image.size, (m.left, m.top, m.width, m.height), verdict.risky, verdict.reason,
             verdict.kind != "auto", p.timings, p.counters, st.found,
-            disagreement(getattr(p.action, "element", None), st.found) if point is not None else "")
+            disagreement(getattr(p.action, "element", None), st.found) if point is not None else "", st.dropped)
 
     def apply(self, st: _Step, obs: Observation, p: Proposal, d: Decision, rec: StepRecord,
               auto: bool) -> str | ev.RunFinished:
@@ -402,13 +403,16 @@ class Run:
             return
         now = self.look_up(action, st.shot.to_input(target))
         if now is not None and not now.same_target(st.found):
-            raise StaleTargetError(f"the {st.found.label()} at the target is now the {now.label()}")
+            raise StaleTargetError(f"Deskhand did not act ({action.describe(st.shot.locator())}): the "
+                                   f"{st.found.label()} at the target is now the {now.label()}.")
 
     def execute(self, st: _Step, action: Action, final: StepRecord, edited: bool) -> str:
         try:
             self.screen.ensure_unchanged(st.shot, action)
             self.ensure_same_element(st, action)
         except StaleTargetError as exc:
+            who = "approved automatically" if final.decision == "auto" else "you approved"
+            st.dropped = f"The step {who} was not done. {exc.what}"
             self.publish(ev.TargetChanged(self.run_id, st.n, exc.what))
             self.history.pop()  # the step is proposed again on a fresh screenshot
             self.proposed.pop()  # and that is not the model repeating itself
@@ -434,6 +438,7 @@ class Run:
             return "The user took over the mouse or keyboard while the action ran; it may be incomplete."
         except ActionError as exc:
             self.record(replace(final, error=exc.what))
+            self.publish(ev.StepNotDone(self.run_id, st.n, str(exc)))
             return f"Deskhand could not perform the action: {exc.what}"
         except DeskhandError as exc:  # the display went away mid-action: the step is recorded, the run ends with it
             sent = getattr(self.executor, "events_sent", None)

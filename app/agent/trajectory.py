@@ -184,6 +184,8 @@ class Trajectory:
             s.update(error=e.message, answer=e.raw)
         elif isinstance(e, ev.TargetChanged):
             s.update(error=f"stale target: {e.message}")
+        elif isinstance(e, ev.StepNotDone):
+            s.update(error=e.message)
 
     def decided(self, decision: str, feedback: str, by: str) -> None:
         """Who decided the current step, and what (a stop has no StepDecided event of its own)."""

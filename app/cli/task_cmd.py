@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show.add_argument("name", help="the saved task's name (`deskhand task list` shows them)")
     show.add_argument("--json", action="store_true", help="print the task file (without its pictures)")
     show.set_defaults(func=show_task)
-    save = cmds.add_parser("save", help="save a finished run (its number in History) as a task")
+    save = cmds.add_parser("save", help="save a finished run, or one stopped once it had done its job (its number "
+                                        "in History), as a task")
     save.add_argument("run_id", type=int, metavar="RUN", help="the run's number, as History shows it")
     save.add_argument("name", help="the name to save the task under")
     save.add_argument("--var", action="append", default=[], metavar="NAME=TEXT",

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 from PIL import Image, ImageChops
 
 from app.desktop.display import black_frame_error, capture_error, display_went_away
+from app.desktop.tooltips import Tooltips, open_tooltips
 from app.desktop.windows import DesktopInfo, WindowInfo, open_desktop_info, window_at
 from app.domain import geometry
 from app.domain.actions import Action, Locator, Point, points_of, target_of
@@ -32,6 +33,8 @@ from app.domain.geometry import Layout, Monitor
 log = logging.getLogger(__name__)
 HideHook = Callable[[], AbstractContextManager[object]]
 Which = int | Literal["all"] | None
+CORE = 6  # input px around the target itself that must be in sight (under no tooltip) for a tooltip to be left out
+SEEN = 0.5  # the share of the box around the target that must be compared, tooltips left out
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,7 @@ class Capturer:
 
     def __init__(self, config: CaptureConfig | None = None, hide: HideHook | None = None,
                  desktop: DesktopInfo | None = None, display: str | None = None,
-                 source: FrameSource | None = None) -> None:
+                 source: FrameSource | None = None, tooltips: Tooltips | None = None) -> None:
         self.config = config or CaptureConfig()
         self.hide = hide
         self._owner = threading.get_ident()
@@ -192,6 +195,7 @@ class Capturer:
             self.source.close()
             raise
         self._desktop = desktop if desktop is not None else open_desktop_info(display)
+        self._tooltips = tooltips if tooltips is not None or source is not None else open_tooltips(display)
 
     def __enter__(self) -> Capturer:
         return self
@@ -202,6 +206,8 @@ class Capturer:
     def close(self) -> None:
         self.source.close()
         self._desktop.close()
+        if self._tooltips is not None:
+            self._tooltips.close()
 
     def refresh_layout(self) -> Layout:
         """Re-read the monitors (a monitor may have been plugged in)."""
@@ -307,10 +313,45 @@ class Capturer:
                min(shot.image.width, math.floor(px) + r + 1), min(shot.image.height, math.floor(py) + r + 1))
         changed = changed_fraction(shot.image.crop(box), now.crop(box), self.config.pixel_tolerance)
         if changed > self.config.stale_threshold:
+            spared = self._beside_tooltips(shot, now, box, (px, py))
+            if spared is not None and spared <= self.config.stale_threshold:
+                log.info("the screen around the target changed only under a tooltip near the pointer (%.0f%% of "
+                         "the area); the rest is unchanged", changed * 100)
+                return TargetCheck(True, spared, "a tooltip near the pointer was left out")
             x, y = shot.to_input(point)
             return TargetCheck(False, changed, f"The screen around ({x}, {y}) changed since the screenshot "
                                                f"({changed:.0%} of the area).")
         return TargetCheck(True, changed)
+
+    def _beside_tooltips(self, shot: Screenshot, now: Image.Image, box: tuple[int, int, int, int],
+                         at: tuple[float, float]) -> float | None:
+        """The changed share of the box around the target with the pixels under the tooltips near the pointer
+        left out (one appears after a click on almost every toolbar, where the pointer rests): None when there
+        is none, when one covers the target itself, or when too little of the box is left to compare. A change
+        anywhere else still makes the target stale."""
+        import numpy as np
+
+        tips = self._tooltips.near_pointer() if self._tooltips is not None else []
+        if not tips:
+            return None
+        m, scale = shot.monitor, shot.monitor.scale
+        left, top, right, bottom = box
+        compared = np.ones((bottom - top, right - left), dtype=bool)
+        for t in tips:
+            x0, y0 = math.floor((t.left - m.left) * scale) - left, math.floor((t.top - m.top) * scale) - top
+            x1, y1 = math.ceil(x0 + t.width * scale) + 1, math.ceil(y0 + t.height * scale) + 1
+            compared[max(0, y0):max(0, y1), max(0, x0):max(0, x1)] = False
+        core = max(1, round(CORE * scale))
+        cx, cy = math.floor(at[0]) - left, math.floor(at[1]) - top
+        near = compared[max(0, cy - core):cy + core + 1, max(0, cx - core):cx + core + 1]
+        if not near.all() or compared.mean() < SEEN:
+            return None  # the target itself is under a tooltip, or most of what is around it
+        a = np.asarray(shot.image.crop(box).convert("RGB"), dtype=np.int16)
+        b = np.asarray(now.crop(box).convert("RGB"), dtype=np.int16)
+        moved = (np.abs(a - b).max(axis=2) > self.config.pixel_tolerance)
+        if moved[max(0, cy - core):cy + core + 1, max(0, cx - core):cx + core + 1].mean() > self.config.stale_threshold:
+            return None  # the target itself changed
+        return float(moved[compared].mean())
 
     def target_unchanged(self, shot: Screenshot, point: Point) -> bool:
         return self.check_target(shot, point).unchanged

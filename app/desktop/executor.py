@@ -8,7 +8,10 @@ stops: panic hotkey, corner failsafe, real user input); on any exit it releases 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,18 @@ from app.domain.actions import (
 from app.domain.cancel import CancelToken
 from app.domain.errors import ActionError
 from app.domain.geometry import Framed
+
+
+class KeyboardTarget(Protocol):
+    """Which window typed keys reach (implemented for X11 by `app.desktop.focus.KeyReceiver`): top-levels by id."""
+
+    def receiver(self) -> int | None: ...
+    def top_at(self, x: int, y: int) -> int | None: ...
+    def top_of(self, client: int) -> int | None: ...
+    def name(self, top: int | None) -> str: ...
+    def wait_for(self, want: int | None, wait: Callable[[float], None], timeout: float = ...,
+                 ask_for: int | None = None) -> int | None: ...
+    def close(self) -> None: ...
 
 
 class InputGuard(Protocol):
@@ -91,9 +106,13 @@ def _path(start: tuple[int, int], end: tuple[int, int], steps: int) -> list[tupl
 
 class InputExecutor:
     def __init__(self, backend: InputBackend, guard: InputGuard | None = None, timing: Timing | None = None,
-                 dry_run: bool = False, held_file: Path | None = None) -> None:
+                 dry_run: bool = False, held_file: Path | None = None, keyboard: KeyboardTarget | None = None
+                 ) -> None:
         self.backend, self.guard, self.timing, self.dry_run = backend, guard, timing or Timing(), dry_run
         self.held_file = held_file  # where what is held down is noted while it is (see held_input.py)
+        self.keyboard = keyboard  # who receives typed keys, where the display can tell
+        self._receiver: int | None = None  # the top-level the current action's keys were confirmed for
+        self._expected: tuple[int, str] = (0, "")  # the window with the keyboard in the step's screenshot
         self.backend.announce = guard.expect if guard is not None else None
         self.last_event_at = 0.0  # time.monotonic() of the last injected event (the stop latency ends there)
         self._token = CancelToken()
@@ -108,6 +127,10 @@ class InputExecutor:
             if display_went_away(exc) is None:
                 raise
             # nothing can be released on a display that is gone (and nothing is held there any more)
+        finally:
+            if self.keyboard is not None:
+                with contextlib.suppress(Exception):  # (its connection may have gone with the display)
+                    self.keyboard.close()
 
     @property
     def events_sent(self) -> int:
@@ -163,6 +186,50 @@ class InputExecutor:
         note_held(self.held_file, self._held_buttons, [*self._held_keys, "shift", ch])
         self.backend.type_char(ch, self._wait)
         self._did()
+
+    def _checked_wait(self, seconds: float) -> None:
+        self._check()
+        self._wait(seconds)
+
+    def _keys_ready(self, at: tuple[int, int] | None) -> None:
+        """Before the first key of an action: the window the keys are for has the keyboard, checked with the
+        display (not assumed: the window manager may still be handing it over after Deskhand's windows went
+        away, or handling the click into the field). Else nothing is typed, and the step says why."""
+        k, self._receiver = self.keyboard, None
+        if k is None:
+            return
+        if at is not None:  # clicked into the field: the window there
+            want = k.top_at(*at)
+            got = k.wait_for(want, self._checked_wait)
+            if want is None or got != want:
+                raise ActionError(f"Nothing was typed: the window at {at} did not take the keyboard after the click "
+                                  f"(it is in {k.name(got)}).",
+                                  "Click into the field yourself and approve the step again, or reject it and tell "
+                                  "the model where to type.")
+        else:  # typed where the keyboard was when the step was proposed
+            client, title = self._expected
+            want = k.top_of(client) if client else None
+            if client and want is None:
+                raise ActionError(f"Nothing was typed: “{title}”, which had the keyboard when this step was proposed, "
+                                  "is no longer on the screen.", "Reject the step and tell the model where to type.")
+            got = k.wait_for(want, self._checked_wait, ask_for=client or None)
+            if got is None or (want is not None and got != want):
+                where = f"“{title}”, where it was when this step was proposed" if client else "a window"
+                raise ActionError(f"Nothing was typed: the keyboard did not come back to {where} (it is in "
+                                  f"{k.name(got)}).", "Click into the window to type into, then approve the step "
+                                                      "again; or reject it and tell the model where to type.")
+        self._receiver = got
+
+    def _keys_still(self, done: int, total: int) -> None:
+        """Before each further key: the keyboard is still where it was confirmed (a window that opened, or the
+        person, may take it): the rest is not typed into another window."""
+        k = self.keyboard
+        if k is None or self._receiver is None:
+            return
+        now = k.receiver()
+        if now != self._receiver:
+            raise ActionError(f"Deskhand stopped typing after {done} of {total} keys: the keyboard moved to "
+                              f"{k.name(now)}.", "Check what was typed; the model is told the step was cut short.")
 
     def _combo(self, keys: tuple[str, ...]) -> None:
         for k in keys:
@@ -225,17 +292,29 @@ class InputExecutor:
         if at is not None:
             self._click_at(*at)
             self._wait(self.timing.hover_s)
+        self._keys_ready(at)
+        total = len(action.text) + (2 if action.clear else 0) + int(action.press_enter)
+        done = 0
         if action.clear:
-            self._combo(("ctrl", "a"))  # "ctrl" is the shortcut modifier: the backend sends Cmd on macOS
-            self._combo(("backspace",))
+            for combo in (("ctrl", "a"), ("backspace",)):  # "ctrl" is the shortcut modifier: Cmd on macOS
+                self._keys_still(done, total)
+                self._combo(combo)
+                done += 1
         for ch in action.text:
+            self._keys_still(done, total)
             self._type_char(ch)
+            done += 1
             self._wait(self.timing.key_interval_s)
         if action.press_enter:
+            self._keys_still(done, total)
             self._combo(("enter",))
 
     def perform(self, action: Action, shot: Framed, token: CancelToken) -> Outcome:
         self._token, self._events = token, 0
+        focused = getattr(shot, "focused_window", None)  # a Screenshot knows which window had the keyboard
+        if focused is not None and getattr(focused, "pid", 0) == os.getpid():
+            focused = None  # Deskhand's own (out of the way by the time keys go): which window gets them is not known
+        self._expected = (int(getattr(focused, "wid", 0) or 0), str(getattr(focused, "title", "")))
         started = time.monotonic()
         description = action.describe(geometry.locator(shot))
         targets = [geometry.to_input(p, shot) for p in points_of(action)]  # all checked before any event
@@ -284,6 +363,7 @@ class InputExecutor:
         elif isinstance(action, Write):
             self._write(action, targets[0] if targets else None)
         elif isinstance(action, KeyPress):
+            self._keys_ready(None)
             self._combo(action.keys)
 
 
@@ -312,9 +392,10 @@ def pynput_executor(guard: InputGuard | None = None, timing: Timing | None = Non
                     held_file: Path | None = None) -> InputExecutor:
     """The real executor. DeskhandError (not ImportError) when there is no usable display. First releases what a
     Deskhand that died mid-action left held (noted in `held_file`)."""
+    from app.desktop.focus import open_key_receiver
     from app.desktop.pynput_backend import PynputBackend
 
     backend = PynputBackend()
     release_left_over(held_file, backend)
-    return InputExecutor(backend, guard, timing, held_file=held_file)
+    return InputExecutor(backend, guard, timing, held_file=held_file, keyboard=open_key_receiver())
 

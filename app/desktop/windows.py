@@ -24,6 +24,7 @@ class WindowInfo:
     pid: int = 0  # that process (0: not told)
     # the window manager's frame around it (title bar, borders): (left, top, width, height); None: no frame
     frame: tuple[int, int, int, int] | None = None
+    wid: int = 0  # the X id of the client window (0: not an X window), to find it again before keys are sent
 
     def contains(self, x: float, y: float) -> bool:
         """Whether (x, y) is in the window's own area (the application's, not its title bar)."""
@@ -166,7 +167,7 @@ class X11Desktop:
                     box = (int(f.x), int(f.y), int(f.width + 2 * f.border_width), int(f.height + 2 * f.border_width))
                 out.append(WindowInfo(title, wm_class[1] if wm_class else "", int(pos.x), int(pos.y),
                                       int(geo.width), int(geo.height), focused=w.id == active_id,
-                                      process=process, pid=pid, frame=box))
+                                      process=process, pid=pid, frame=box, wid=int(w.id)))
             except error.XError:
                 continue  # the window went away while we looked at it
         return tuple(out)

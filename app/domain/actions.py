@@ -204,12 +204,12 @@ def points_of(action: Action) -> list[Point]:
 
 
 def with_target(action: Action, point: Point) -> Action:
-    """The same action aimed at another point (the user's edit). Drags move their start and keep the vector."""
+    """The same action aimed at another point (the user's edit). A drag's start moves and its end stays where it
+    was: the person moved the one end they dragged (the approval window says so)."""
     if isinstance(action, (Click, Move, Scroll)):
         return _replace(action, point=point)
     if isinstance(action, Drag):
-        dx, dy = point.x - action.start.x, point.y - action.start.y
-        return _replace(action, start=point, end=Point(action.end.x + dx, action.end.y + dy).clamped())
+        return _replace(action, start=point)
     if isinstance(action, Write):
         return _replace(action, point=point)
     raise ActionError(f"{action.describe()} has no target to move.", "Edit the text or skip the step instead.")

@@ -83,6 +83,7 @@ class StepProposed(Event):
     counters: Counters
     found: AccessibleElement | None = None  # what the accessibility tree says is at the target (or focused)
     mismatch: str = ""  # said to the person when the model's `element` and the real element disagree
+    dropped: str = ""  # the step was proposed again: why the step approved before was not done
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,15 @@ class ProposalFailed(Event):
 @dataclass(frozen=True)
 class TargetChanged(Event):
     """The screen changed around the target after the proposal: the step is proposed again."""
+
+    step: int
+    message: str
+
+
+@dataclass(frozen=True)
+class StepNotDone(Event):
+    """An approved step was not performed, or only in part (nothing typed: the keyboard was not in the window the
+    keys were for): what happened and what to do, as the person reads it. The model is told too."""
 
     step: int
     message: str

@@ -17,9 +17,9 @@ that answers a bare "ok" predates the link. Requests:
   Deskhand's desktop or the person's; without it, Deskhand's while the person is at the desk)}: the task runs in
   the app's window.
   After "ok", the run's events follow, one a line ({"event": "started" | "proposed" | "decided" | "executed" |
-  "unusable" | "paused" | "resumed" | "finished", ...}); "finished" is the last, then the app closes the
-  connection. The client may send {"cmd": "cancel"} at any time, with what stopped it as "why" (a signal ended
-  `deskhand mcp`, the person withdrew the host's permission); closing the connection cancels too.
+  "not_done" | "dropped" | "unusable" | "paused" | "resumed" | "finished", ...}); "finished" is the last, then the
+  app closes the connection. The client may send {"cmd": "cancel"} at any time, with what stopped it as "why" (a
+  signal ended `deskhand mcp`, the person withdrew the host's permission); closing the connection cancels too.
 - {"cmd": "stop", "host"}: stop whatever run goes on (the stop tool).
 - {"cmd": "decide", "task", "step": {...}} (version 2): a step of a run with no window of its own (a scheduled
   saved task) waits for the person; "step" is the step as app.tasks.schedule.handover writes it. "ok" says the
@@ -143,6 +143,10 @@ def event_message(e: ev.Event) -> dict[str, Any] | None:
         return {"event": "executed", "run_id": e.run_id, "step": e.step, "description": e.description}
     if isinstance(e, ev.ProposalFailed):
         return {"event": "unusable", "run_id": e.run_id, "step": e.step, "message": e.message}
+    if isinstance(e, ev.StepNotDone):  # approved, and not done (or only in part): nothing typed, say
+        return {"event": "not_done", "run_id": e.run_id, "step": e.step, "message": e.message}
+    if isinstance(e, ev.TargetChanged):  # approved, not done: the screen changed; the step is proposed again
+        return {"event": "dropped", "run_id": e.run_id, "step": e.step, "message": e.message}
     if isinstance(e, ev.RunPaused):
         return {"event": "paused", "run_id": e.run_id, "reason": e.reason}
     if isinstance(e, ev.RunResumed):
@@ -172,6 +176,10 @@ def progress_text(msg: dict[str, Any]) -> str | None:
         return f"step {step}: done: {msg.get('description', '')}"
     if kind == "unusable":
         return f"step {step}: the model's answer was not usable: {msg.get('message', '')}"
+    if kind == "not_done":
+        return f"step {step}: not done: {msg.get('message', '')}"
+    if kind == "dropped":
+        return f"step {step}: not done, the model is asked again: {msg.get('message', '')}"
     if kind == "paused":
         return f"paused: {msg.get('reason', '')} (the person at the desk resumes or stops it)"
     if kind == "resumed":

@@ -1,6 +1,7 @@
-"""A finished run as a saved task: the steps that were performed (approved, edited or auto-approved), each with a
-crop of its screenshot around the target; typed text the person names becomes a {variable}; what was typed into
-a password field (redacted in the record) becomes a secret variable, asked for when the task runs."""
+"""A finished run (or one the person stopped, once it had done the job) as a saved task: the steps that were
+performed (approved, edited or auto-approved), each with a crop of its screenshot around the target; typed text
+the person names becomes a {variable}; what was typed into a password field (redacted in the record) becomes a
+secret variable, asked for when the task runs."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from app.tasks.saved_task import VARIABLE_RE, SavedStep, SavedTask, SuccessCheck
 
 CROP_HALF = 128  # px each side of the target at scale 1; the replay uses the smallest part that is unique
 PERFORMED = ("approve", "edit", "auto")
+SAVABLE = ("answered", "stopped")
 TARGETED = ("click", "move", "drag", "scroll", "write")
 
 
@@ -94,9 +96,10 @@ def save_run(db: Path, runs_dir: Path, run_id: int, name: str, values: dict[str,
         rows = run_steps(con, run_id)
     finally:
         con.close()
-    if run["status"] != "answered":
-        raise DeskhandError(f"Run {run_id} did not finish ({run['status']}); only a run that worked can be saved.",
-                            "Save a run whose outcome is “answered”.")
+    if run["status"] not in SAVABLE:  # a stopped run did what it did until the person stopped it: often the job
+        raise DeskhandError(f"Run {run_id} did not do its job ({run['status']}); only a run that finished, or one "
+                            "that was stopped once it had, can be saved.", "Save a run whose outcome is “answered” "
+                                                                           "or “stopped”.")
     if run["private"]:
         raise DeskhandError(f"Run {run_id} was made in private mode: no screenshots were kept, so its targets "
                             "cannot be found again.", "Run the task once with private mode off, then save that run.")

@@ -32,7 +32,8 @@ def step_json(e: ev.StepProposed) -> dict[str, Any]:
             "screenshot": base64.b64encode(e.screenshot_png).decode("ascii"),
             "screenshot_size": list(e.screenshot_size), "monitor_geometry": list(e.monitor_geometry),
             "risky": e.risky, "reason": e.reason, "needs_decision": e.needs_decision, "timings": asdict(e.timings),
-            "counters": asdict(e.counters), "found": e.found.as_json() if e.found else None, "mismatch": e.mismatch}
+            "counters": asdict(e.counters), "found": e.found.as_json() if e.found else None, "mismatch": e.mismatch,
+            "dropped": e.dropped}
 
 
 def _pair(v: Any, kind: type) -> Any:
@@ -53,7 +54,8 @@ def step_from_json(d: dict[str, Any]) -> ev.StepProposed:
         _quad(d["monitor_geometry"]), bool(d["risky"]), str(d["reason"]), bool(d["needs_decision"]),
         Timings(**{k: v for k, v in d.get("timings", {}).items() if k in known_t}),
         Counters(**{k: v for k, v in d.get("counters", {}).items() if k in known_c}),
-        AccessibleElement.from_json(d["found"]) if d.get("found") else None, str(d.get("mismatch", "")))
+        AccessibleElement.from_json(d["found"]) if d.get("found") else None, str(d.get("mismatch", "")),
+        str(d.get("dropped", "")))
 
 
 def decision_json(d: Decision) -> dict[str, Any]:

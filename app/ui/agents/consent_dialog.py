@@ -18,7 +18,7 @@ from app.link.consent import TOOL_WORDS, UNNAMED, host_name
 from app.ui.approval.input_guard import InputGuard
 from app.ui.common.activation import set_show_without_activating
 from app.ui.common.icons import app_icon
-from app.ui.common.messages import escape
+from app.ui.common.messages import QUESTION, escape
 
 ALLOW_TAKES_A_CLICK = "A program is allowed only with a click on Allow: no key allows it."
 KEYS_HELD = "Keys typed as this window appeared were held back (they looked meant for another window)."
@@ -36,6 +36,7 @@ class ConsentDialog(QDialog):
         self.host, self.asked_for = host, asked_for  # `host`: the name as the store keeps it (the answer's key)
         self._answered = False
         self.setObjectName("hostConsent")
+        self.setProperty(QUESTION, True)  # an approval window waits while it is open (app.ui.shell.presenter)
         self.setWindowTitle(f"Deskhand — allow “{host_name(host) or UNNAMED}”?")
         self.setWindowIcon(app_icon())
         self._build(host_name(host_version)[:32])
@@ -136,14 +137,14 @@ class ConsentDialog(QDialog):
             return
         self._answered = True
         self.guard.finish()
-        self.hide()
+        self.done(QDialog.DialogCode.Accepted)  # hidden, and `finished`: what waited for the answer goes on
         self.answered.emit(self.host, answer, tools)
 
     def withdraw(self) -> None:
         """No one waits for the answer any more (the host went away): gone, nothing remembered."""
         self._answered = True
         self.guard.finish()
-        self.hide()
+        self.done(QDialog.DialogCode.Rejected)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if (obj is self.allow_button and event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)

@@ -3,32 +3,34 @@ note, and the user's answer (approve, edit, skip, reject with feedback, stop). I
 monitor clear of the target, stays where it was between steps when it can, and the hider keeps it out of
 every screenshot. Closing it (or Esc) asks first: that would stop the task.
 
-It appears without taking the keyboard from the window the person is in, holds back what was not meant for it
-(input_guard.py), and gives the keyboard back after a decision (focus_return.py). A risky step is approved only
-by a click on Approve: no key approves it."""
+It appears without taking the keyboard from the window the person is in (and away from the pointer), holds back
+what was not meant for it (input_guard.py), and gives the keyboard back should the window manager give it to it
+anyway, and after a decision (ui/common/focus_return.py). A risky step is approved only by a click on Approve: no
+key approves it."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QMargins, QObject, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtCore import QEvent, QMargins, QObject, QPoint, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QCursor, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from app.agent.approval import Decision
 from app.domain import events as ev
 from app.domain.accessible import touches
-from app.domain.actions import Action, Answer, AskUser, Write, target_of, with_target, with_text
+from app.domain.actions import Action, Answer, AskUser, Drag, Write, target_of, with_target, with_text
 from app.domain.errors import ActionError
 from app.ui.approval import target as at
-from app.ui.approval.focus_return import FocusReturn
-from app.ui.approval.form import ApprovalForm
+from app.ui.approval.form import REPLAYED_HEADING, THOUGHT_HEADING, ApprovalForm
 from app.ui.approval.input_guard import InputGuard
 from app.ui.approval.screens import available_rect
 from app.ui.bridge.host import Delivered
 from app.ui.common import placement, shortcuts
 from app.ui.common.activation import set_show_without_activating
+from app.ui.common.focus_return import FocusReturn
 from app.ui.common.icons import app_icon
 
 PREFERRED = (820, 740)
+POINTER_CLEARANCE = 32  # px kept between the pointer and the window as it appears
 MINIMUM = (520, 460)
 AUTO_OFF = "Auto-approve is off."
 EDIT_HINT = ("To change where Deskhand acts, drag the pink cross-hair on the screen (the marker that says “drag to "
@@ -37,6 +39,8 @@ EDIT_HINT_NO_MARKER = "To change where Deskhand acts, press Edit and click in th
 RISKY_TAKES_A_CLICK = "A risky step is approved only with a click on Approve: no key approves it."
 KEYS_HELD = ("Keys typed as this window appeared were held back (they looked meant for another window). Click "
              "Approve, or click in this window once to use the keyboard here.")
+DRAG_START_MOVED = ("Moved the drag's start; its end stays where it was (see the words above). Approve to drag from "
+                    "the new point, or move the marker again.")
 APPROVING_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space, Qt.Key.Key_Select)
 
 
@@ -52,12 +56,14 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.setWindowIcon(app_icon())
         self.setObjectName("approval")
         self.event_: ev.StepProposed | None = None
+        self.asked_for_by = ""  # the program (a host, through MCP) that asked for the run's task, if any
         self._auto_initial = False
         self._pausing = False
         self._edited_point: tuple[float, float] | None = None
         self._frame = QMargins(2, 28, 2, 2)  # the WM's decorations, measured once shown
         self.avoid: placement.Rect | None = None
         self._origin = (0, 0)
+        self._pointer = QPoint(-10_000, -10_000)
         self._last: placement.Rect | None = None  # where it was for the previous step (outer rectangle)
         # where it may go (input coordinates), when not on the step's monitor: a step in Deskhand's desktop may
         # show beside that window, anywhere on the screen it is on
@@ -68,7 +74,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.build_form(self)
         self.guard = InputGuard(self, self._is_stop_key)
         self.guard.held_back.connect(self._say_keys_held)
-        self.focus_return = FocusReturn(self._own_windows)
+        self.focus_return = FocusReturn(self._own_windows, self)
         self._wire()
         self.stop_shortcut = QShortcut(shortcuts.qt_sequence("<shift>+<esc>"), self)
         self.stop_shortcut.activated.connect(self.stop)
@@ -109,8 +115,15 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.stop_shortcut.setEnabled(True)
         action = e.action
         ask = isinstance(action, AskUser)
-        self.setWindowTitle(f"Deskhand — step {e.step}: {'answer the model' if ask else 'approve?'}")
+        host = f" for “{self.asked_for_by}”" if self.asked_for_by else ""
+        self.setWindowTitle(f"Deskhand — step {e.step}{host}: {'answer the model' if ask else 'approve?'}")
         self.step_label.setText(f"Step {e.step}")
+        self.asked_by.setText(f"“{self.asked_for_by}” asked for this task (another program, through MCP)."
+                              if self.asked_for_by else "")
+        self.asked_by.setVisible(bool(self.asked_for_by))
+        self.dropped.setText(f"⚠ {e.dropped} This is the model's new proposal for step {e.step}, from a new "
+                             "screenshot." if e.dropped else "")
+        self.dropped.setVisible(bool(e.dropped))
         self.description.setText(e.description)
         self.real_target.setText(touches(action, e.found))
         self.real_target.setVisible(e.found is not None)
@@ -146,6 +159,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         parts = [f"Note: {e.note}"] if e.note else []
         parts.append(e.thought or "(no thought given)")
         self.reasoning.setPlainText("\n\n".join(parts))
+        self.thought_heading.setText(REPLAYED_HEADING if e.counters.replayed else THOUGHT_HEADING)
         self.feedback.clear()
         self.auto.blockSignals(True)
         self.auto.setChecked(auto_approve)
@@ -153,6 +167,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._show_why()
         self.confirm.hide()
         self.avoid = at.keep_out(action, e)
+        self._pointer = QCursor.pos()  # where the pointer is as it appears: not under it (it would take the keys)
         if not self.isActiveWindow():
             self.focus_return.remember()
         self.guard.start()
@@ -161,6 +176,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         set_show_without_activating(self)
         self.show()
         self.raise_()
+        self.focus_return.watch([self])  # should the window manager give it the keyboard, it goes back
         (self.text if ask else self.view).setFocus()  # nothing that acts has the focus when keys start to count
 
     def set_pausing(self, on: bool) -> None:
@@ -190,12 +206,15 @@ class ApprovalDialog(QDialog, ApprovalForm):
         area_q = available_rect(*(self.screen_area or e.monitor_geometry))
         area = placement.Rect(area_q.x(), area_q.y(), area_q.width(), area_q.height())
         avoid = self.avoid if self.avoid is not None and self.avoid.intersects(area) else None  # (else: beside it)
-        if placement.keep(self._last, area, avoid, PREFERRED):
+        pointer = self._pointer
+        clear_of = placement.Rect(pointer.x() - POINTER_CLEARANCE, pointer.y() - POINTER_CLEARANCE,
+                                  2 * POINTER_CLEARANCE, 2 * POINTER_CLEARANCE)
+        if placement.keep(self._last, area, avoid, PREFERRED, clear_of):
             r = self._last
         else:
-            r = placement.place(area, PREFERRED, avoid, MINIMUM)
+            r = placement.place(area, PREFERRED, avoid, MINIMUM, clear_of=clear_of)
         assert r is not None
-        r = self._tall_enough(r, area)
+        r = self._tall_enough(r, area, clear_of)
         self._last = r
         f = self._frame
         geometry = QRect(r.x + f.left(), r.y + f.top(), r.w - f.left() - f.right(), r.h - f.top() - f.bottom())
@@ -203,7 +222,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
             self.guard.moved()  # a click aimed at what was here before must not land on this window
         self.setGeometry(geometry)
 
-    def _tall_enough(self, r: placement.Rect, area: placement.Rect) -> placement.Rect:
+    def _tall_enough(self, r: placement.Rect, area: placement.Rect, clear_of: placement.Rect) -> placement.Rect:
         """The box grown to the height its contents need at its width (the headline and the banners wrap onto
         more lines in a narrow box), where the area allows: a layout squeezed below that draws its parts over
         each other."""
@@ -214,7 +233,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         need = max(inner, layout.totalMinimumSize().height()) + f.top() + f.bottom()
         if r.h >= need:
             return r
-        return placement.place(area, (r.w, need), self.avoid, (r.w, min(need, area.h)))
+        return placement.place(area, (r.w, need), self.avoid, (r.w, min(need, area.h)), clear_of=clear_of)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -275,12 +294,9 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self._moved_to(px, py, refresh_zoom=done)
 
     def view_end(self, px: float, py: float) -> tuple[float, float] | None:
-        """A drag keeps its vector when its start moves."""
+        """A drag's end stays where it was when its start moves (the person moves the one end they drag)."""
         e = self.event_
-        start, end = (e.target_pixels, at.end_pixels(e.action, e)) if e is not None else (None, None)
-        if start is None or end is None:
-            return None
-        return end[0] + px - start[0], end[1] + py - start[1]
+        return at.end_pixels(e.action, e) if e is not None else None
 
     def _moved_to(self, px: float, py: float, refresh_zoom: bool = True) -> None:
         e = self.event_
@@ -302,7 +318,8 @@ class ApprovalDialog(QDialog, ApprovalForm):
             self.edit_button.blockSignals(True)
             self.edit_button.setChecked(True)  # the step is now "edited"; the picture need not take clicks
             self.edit_button.blockSignals(False)
-            self.edit_hint.setText("Moved. Approve to act at the new point, or drag the marker again.")
+            self.edit_hint.setText(DRAG_START_MOVED if e is not None and isinstance(e.action, Drag) else
+                                   "Moved. Approve to act at the new point, or drag the marker again.")
 
     def edited_action(self) -> Action | None:
         """The action as the user changed it, or None when unchanged."""
@@ -378,6 +395,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.event_ = None
         self.stop_shortcut.setEnabled(False)
         self.guard.finish()
+        self.focus_return.unwatch(self)
         self.hide()
         if had_keyboard:
             self.focus_return.give_back()
@@ -388,6 +406,7 @@ class ApprovalDialog(QDialog, ApprovalForm):
         self.event_, self._pausing = None, False
         self.stop_shortcut.setEnabled(False)
         self.guard.finish()
+        self.focus_return.unwatch(self)
         self.hide()
 
     def ask_to_stop(self) -> None:

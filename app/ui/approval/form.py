@@ -19,6 +19,9 @@ from PySide6.QtWidgets import (
 from app.ui.bridge.host import ZOOM
 from app.ui.common.screenshot_view import ScreenshotView
 
+THOUGHT_HEADING = "What the model thought:"
+REPLAYED_HEADING = "Replayed from the saved task (no model was asked for this step):"
+
 
 class ApprovalForm:
     """Mixed into the dialog (as Qt Designer's forms are): the widgets become its attributes."""
@@ -55,6 +58,15 @@ class ApprovalForm:
         self.mismatch.setWordWrap(True)
         self.mismatch.setStyleSheet("#mismatchBanner { background: #fee2e2; color: #7f1d1d; border-radius: 4px;"
                                     " padding: 6px 8px; }")
+        self.dropped = QLabel()  # the step approved before was not done: this one is the model's new proposal
+        self.dropped.setObjectName("droppedBanner")
+        self.dropped.setWordWrap(True)
+        self.dropped.setStyleSheet("#droppedBanner { background: #ffedd5; color: #7c2d12; border-radius: 4px;"
+                                   " padding: 6px 8px; }")
+        self.asked_by = QLabel()  # the program that asked for the task (a host, through MCP)
+        self.asked_by.setObjectName("askedBy")
+        self.asked_by.setWordWrap(True)
+        self.asked_by.setStyleSheet("color: #1d4ed8;")
         self.view = ScreenshotView()
         self.view.setMinimumSize(480, 140)  # a small screen shrinks the picture first (the close-up stays)
         self.edit_hint = QLabel()
@@ -97,6 +109,8 @@ class ApprovalForm:
         top = QHBoxLayout()
         words = QVBoxLayout()
         words.addLayout(head)
+        words.addWidget(self.asked_by)
+        words.addWidget(self.dropped)
         words.addWidget(self.risk)
         words.addWidget(self.description)
         words.addWidget(self.real_target)
@@ -108,7 +122,8 @@ class ApprovalForm:
         root.addWidget(self.view, 1)
         root.addWidget(self.edit_hint)
         root.addLayout(text_row)
-        root.addWidget(QLabel("What the model thought:"))
+        self.thought_heading = QLabel(THOUGHT_HEADING)
+        root.addWidget(self.thought_heading)
         root.addWidget(self.reasoning)
         root.addWidget(self.feedback)
         root.addWidget(self.auto)

@@ -2,10 +2,12 @@
 approves a step: a window that appears under a click does not take that click, and keys count only once the
 person has turned to the window.
 
-Keys are held back until the window has been up, with no key pressed, for QUIET_S; a key pressed before that
-means someone is typing elsewhere, so keys stay held for this step until a deliberate click in the window. A
-click within POINTER_DELAY_S of the window appearing or moving is dropped (with its release). The stop shortcut
-always passes: stopping is never held back.
+Keys are held back until the window has had the keyboard, with no key pressed, for QUIET_S: counted from when it
+appeared and again from each time it got the keyboard without a click in it (the window manager may hand it over
+for its own reasons, another window having closed: that is not the person turning to it). A key pressed before
+that means someone is typing elsewhere, so keys stay held for this step until a deliberate click in the window;
+so does a key repeated by the keyboard (held down since before). A click within POINTER_DELAY_S of the window
+appearing or moving is dropped (with its release). The stop shortcut always passes: stopping is never held back.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 POINTER_DELAY_S = 0.6
 QUIET_S = 0.8
 _PRESSES = (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonDblClick)
-_WATCHED = (*_PRESSES, QEvent.Type.MouseButtonRelease, QEvent.Type.KeyPress)
+_WATCHED = (*_PRESSES, QEvent.Type.MouseButtonRelease, QEvent.Type.KeyPress, QEvent.Type.WindowActivate)
 _MODIFIERS = {Qt.Key.Key_Shift, Qt.Key.Key_Control, Qt.Key.Key_Alt, Qt.Key.Key_Meta, Qt.Key.Key_AltGr,
               Qt.Key.Key_Super_L, Qt.Key.Key_Super_R, Qt.Key.Key_CapsLock}
 
@@ -40,7 +42,7 @@ class InputGuard(QObject):
         super().__init__(window)
         self._window, self._always_passes, self._needs_click = window, always_passes, needs_click
         self.clock: Callable[[], float] = time.monotonic  # tests set their own
-        self._shown_at = self._placed_at = 0.0
+        self._shown_at = self._placed_at = self._activated_at = 0.0
         self._engaged = self._typed_early = self._drop_release = False
         self._watching = False
         self.held = 0  # keys and clicks held back for the current step (what the tests and the hint look at)
@@ -74,13 +76,18 @@ class InputGuard(QObject):
         return self._typed_early
 
     def keys_count(self) -> bool:
+        quiet_since = max(self._shown_at, self._activated_at)
         return self._engaged or (not self._needs_click and not self._typed_early
-                                 and self.clock() - self._shown_at >= QUIET_S)
+                                 and self.clock() - quiet_since >= QUIET_S)
 
     # ------------------------------------------------------------------ the filter
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         kind = event.type()
         if kind not in _WATCHED or not isinstance(obj, QWidget) or obj.window() is not self._window:
+            return False
+        if kind == QEvent.Type.WindowActivate:
+            if obj is self._window:
+                self._activated_at = self.clock()  # the keyboard just came: a key now was meant for another window
             return False
         if kind in _PRESSES:
             if self.clock() - self._placed_at < POINTER_DELAY_S:

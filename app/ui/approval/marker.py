@@ -15,10 +15,12 @@ from PySide6.QtGui import (
     QGuiApplication,
     QImage,
     QMouseEvent,
+    QMoveEvent,
     QPainter,
     QPainterPath,
     QPaintEvent,
     QRegion,
+    QScreen,
 )
 from PySide6.QtWidgets import QWidget
 
@@ -44,7 +46,8 @@ class TargetOverlay(QWidget):
         self.setCursor(Qt.CursorShape.OpenHandCursor)
         self._label = ""
         self._label_left = False
-        self._grab: QPoint | None = None  # where in the window the user holds it
+        self._label_w = self._label_h = 0
+        self._grab: QPoint | None = None  # while it is dragged: the pointer's offset from the ring's centre
         self._grabbed_at: tuple[int, int] | None = None  # the target when it was grabbed
         self._words: str = ""
         self._away: QRect | None = None  # what point_at was given: the label is placed again after a drag
@@ -79,26 +82,61 @@ class TargetOverlay(QWidget):
         self._label = f"{label} · {DRAG_HINT}" if label else DRAG_HINT
         centre = to_logical(x, y)
         metrics = QFontMetrics(self._label_font())
-        label_w = metrics.horizontalAdvance(self._label) + 20
-        screen = QGuiApplication.screenAt(centre) or QGuiApplication.primaryScreen()
-        area = self._clip or screen.availableGeometry()
+        self._label_w = metrics.horizontalAdvance(self._label) + 20
+        area = self._clip or self._screen_of(centre).availableGeometry()
         left = away_from is not None and away_from.center().x() > centre.x()
-        fits = centre.x() - PAD - label_w >= area.left() if left else centre.x() + PAD + label_w <= area.right()
-        if not fits:
+        if not (centre.x() - PAD - self._label_w >= area.left() if left
+                else centre.x() + PAD + self._label_w <= area.right()):
             left = not left
         self._label_left = left
-        side = 2 * PAD
-        w, h = side + label_w, max(side, metrics.height() + 12)
-        x0 = centre.x() - (PAD + label_w if self._label_left else PAD)
-        self.setGeometry(x0, centre.y() - h // 2, w, h)
-        self.setMask(self._clipped(self._shape()))
-        self.update()
+        self._label_h = metrics.height() + 12
+        self._place()
         self.show()
         self.raise_()
 
+    @staticmethod
+    def _screen_of(point: QPoint) -> QScreen:
+        screen = QGuiApplication.screenAt(point) or QGuiApplication.primaryScreen()
+        assert screen is not None, "the marker is shown on a screen"
+        return screen
+
+    def _place(self) -> None:
+        """The one place the marker's window is put. The window lies inside the screen (a window manager pushes
+        a window that reaches past the edge back inside, which would move the cross-hair off the target), and
+        the ring is drawn wherever the target falls in it: off-centre for a target near an edge or a corner,
+        its arms cut by the screen's edge as they would be anyway."""
+        assert self.target is not None
+        centre = to_logical(*self.target)
+        screen = self._screen_of(centre).geometry()
+        side = 2 * PAD
+        w, h = side + self._label_w, max(side, self._label_h)
+        x0 = centre.x() - (PAD + self._label_w if self._label_left else PAD)
+        x0 = max(screen.left(), min(x0, screen.right() + 1 - w))
+        y0 = max(screen.top(), min(centre.y() - h // 2, screen.bottom() + 1 - h))
+        self.setGeometry(x0, y0, w, h)
+        self._reshape()
+
+    def _reshape(self) -> None:
+        self.setMask(self._clipped(self._shape()))
+        self.update()
+
+    def _clipped(self, shape: QRegion) -> QRegion:
+        """What of the marker lies inside the clip (all of it without one)."""
+        return shape if self._clip is None else shape.intersected(self._clip.translated(-self.geometry().topLeft()))
+
+    def moveEvent(self, event: QMoveEvent) -> None:
+        """Placed somewhere else than asked (a window manager's idea): the ring is drawn on the target still."""
+        super().moveEvent(event)
+        if self.target is not None:
+            self._reshape()
+
     def _centre(self) -> QPointF:
-        x = self.width() - PAD if self._label_left else PAD
-        return QPointF(x, self.height() / 2)
+        """Where the target is in this window: the ring's centre."""
+        if self.target is None:
+            return QPointF(self.width() - PAD if self._label_left else PAD, self.height() / 2)
+        # from the geometry Qt holds (what it asked for, then what the window manager did), not a round trip to
+        # the server, where a hidden window is still where it was shown last
+        return QPointF(to_logical(*self.target) - self.geometry().topLeft())
 
     def _render(self, painter: QPainter) -> None:
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -110,7 +148,8 @@ class TargetOverlay(QWidget):
             metrics = painter.fontMetrics()
             w, h = metrics.horizontalAdvance(self._label) + 14, metrics.height() + 8
             x = centre.x() - PAD - w + 4 if self._label_left else centre.x() + PAD - 4
-            box = QRect(round(x), round(centre.y() - h / 2), w, h)
+            top = max(0.0, min(centre.y() - h / 2, self.height() - h))  # beside the ring, inside the window
+            box = QRect(round(x), round(top), w, h)
             painter.setPen(QColor("#ffffff"))
             painter.setBrush(QColor(20, 24, 32))
             painter.drawRoundedRect(box, 5, 5)
@@ -143,10 +182,6 @@ class TargetOverlay(QWidget):
         painter.end()
         return QRegion(QBitmap.fromImage(image.createAlphaMask()))
 
-    def _clipped(self, shape: QRegion) -> QRegion:
-        """What of the marker lies inside the clip (all of it without one)."""
-        return shape if self._clip is None else shape.intersected(self._clip.translated(-self.pos()))
-
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         self._render(painter)
@@ -154,24 +189,21 @@ class TargetOverlay(QWidget):
     # ------------------------------------------------------------------ dragging
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if event.button() == Qt.MouseButton.LeftButton and self.target is not None:
-            self._grab = event.position().toPoint()
+            # where the pointer holds it, from the ring's centre: the ring keeps that distance from the pointer
+            self._grab = event.globalPosition().toPoint() - self.centre_global()
             self._grabbed_at = self.target
             self.setCursor(Qt.CursorShape.ClosedHandCursor)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
-        if self._grab is not None:
-            to = event.globalPosition().toPoint() - self._grab
-            clip = self._clip
-            if clip is not None:  # the centre stays inside the clip
-                c = to + self._centre().toPoint()
-                to += QPoint(min(max(c.x(), clip.left()), clip.right()), min(max(c.y(), clip.top()), clip.bottom())) - c
-            self.move(to)
-            if clip is not None:
-                self.setMask(self._clipped(self._shape()))
-            target = to_native(self.centre_global())
+        if self._grab is not None and self.target is not None:
+            centre = event.globalPosition().toPoint() - self._grab
+            area = self._clip or self._screen_of(centre).geometry()  # the target stays on the screen (in the clip)
+            centre = QPoint(max(area.left(), min(centre.x(), area.right())),
+                            max(area.top(), min(centre.y(), area.bottom())))
+            target = to_native(centre)
             if target != self.target:
                 self.target = target
-                self.update()  # the middle shows what is under its new place
+                self._place()  # the middle shows what is under its new place
                 self.moving.emit(*target)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
@@ -192,4 +224,4 @@ class TargetOverlay(QWidget):
 
     def centre_global(self) -> QPoint:
         """Where the ring's centre is on the screen (Qt coordinates): what tests compare with the target."""
-        return self.mapToGlobal(self._centre().toPoint())
+        return self.geometry().topLeft() + self._centre().toPoint()

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.desktop.wayland.roundtrip import roundtrip
 from app.domain.errors import CaptureError
 from app.ui.common.activation import set_show_without_activating
+from app.ui.common.focus_return import WATCH_S, FocusReturn
 
 log = logging.getLogger("deskhand.ui.hider")
 Reply = Callable[[list[int], float], None]
@@ -57,6 +58,9 @@ class WindowHider(QObject):
         self._restore_timer.timeout.connect(lambda: self._restore(activate=False))
         self._hide_requested.connect(self._on_hide)
         self._restore_requested.connect(self._on_release)
+        # the windows that come back mid-run do not take the keyboard, not even from the window manager
+        self.focus_return = FocusReturn(lambda: {int(w.winId()) for w in self.windows()
+                                                 if w.testAttribute(Qt.WidgetAttribute.WA_WState_Created)}, self)
 
     # ------------------------------------------------------------------ worker thread
     @contextlib.contextmanager
@@ -153,11 +157,18 @@ class WindowHider(QObject):
         if self.closing.is_set():  # quitting: the windows stay hidden (they may be deleted by now)
             self._active = None
             return
-        for w in hidden:
-            if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup:  # a menu or tooltip stays closed
-                set_show_without_activating(w, not activate)
-                w.show()
+        shown = [w for w in hidden if (w.windowFlags() & Qt.WindowType.Popup) != Qt.WindowType.Popup]
         active, self._active = self._active, None
+        # the keyboard was in another window (the one a step acts on) before Deskhand's went away: it stays there,
+        # whatever the window manager does with a window that comes back (under the pointer, say)
+        watch = bool(shown) and not activate and active is None
+        if watch:
+            self.focus_return.remember()
+        for w in shown:  # (a menu or tooltip stays closed)
+            set_show_without_activating(w, not activate)
+            w.show()
+        if watch:
+            self.focus_return.watch(shown, WATCH_S)
         if activate and active is not None and active in hidden and active.isVisible():
             active.raise_()
             active.activateWindow()

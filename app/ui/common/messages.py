@@ -118,11 +118,12 @@ def ask(parent: QWidget, title: str, text: str, yes: str, no: str, on_yes: Calla
 QUESTION = "deskhand_question"
 
 
-def open_question(held: Callable[[QWidget], bool] = lambda w: False) -> QMessageBox | None:
-    """A question asked with ask() that is still open (no approval window may appear over it); `held`: whether
-    a window is only out of the way for a screenshot, to come back."""
+def open_question(held: Callable[[QWidget], bool] = lambda w: False) -> QDialog | None:
+    """A question that is still open (no approval window may appear over it and take the click meant for it):
+    one asked with ask(), or any dialog marked as a question (a program's consent question); `held`: whether a
+    window is only out of the way for a screenshot, to come back. Its `finished` says when it is answered."""
     for w in QApplication.topLevelWidgets():
-        if isinstance(w, QMessageBox) and w.property(QUESTION) and (w.isVisible() or held(w)):
+        if isinstance(w, QDialog) and w.property(QUESTION) and (w.isVisible() or held(w)):
             return w
     return None
 

@@ -46,24 +46,37 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(v, hi)) if hi >= lo else lo
 
 
-def keep(previous: Rect | None, area: Rect, avoid: Rect | None, size: tuple[int, int]) -> bool:
+def keep(previous: Rect | None, area: Rect, avoid: Rect | None, size: tuple[int, int],
+         clear_of: Rect | None = None) -> bool:
     """Whether the dialog can stay where it was for the previous step: still inside the area, still clear of
-    the new target and no smaller than it wants to be (so it does not jump from step to step)."""
+    the new target (and of `clear_of`, the pointer) and no smaller than it wants to be (so it does not jump from
+    step to step)."""
     if previous is None or fit_inside(previous, area) != previous:
         return False
     if previous.w < min(size[0], area.w) or previous.h < min(size[1], area.h):
         return False
-    return avoid is None or not previous.intersects(avoid)
+    return not any(r is not None and previous.intersects(r) for r in (avoid, clear_of))
 
 
 def place(area: Rect, size: tuple[int, int], avoid: Rect | None, minimum: tuple[int, int] = (480, 380),
-          margin: int = 16) -> Rect:
+          margin: int = 16, clear_of: Rect | None = None) -> Rect:
     """The dialog's outer rectangle: preferred `size`, shrunk to no less than `minimum` where space is short,
-    inside `area`, clear of `avoid`. Beside the target (the side with more room) first, then above or below;
-    when nothing fits, the roomiest side at the minimum size (covering as little as possible)."""
+    inside `area`, clear of `avoid`; and clear of `clear_of` (the pointer: a window that comes up under it takes
+    the keyboard under focus-follows-mouse) where a place is. Beside the target (the side with more room) first,
+    then above or below; when nothing fits, the roomiest side at the minimum size (covering as little as
+    possible)."""
+    candidates = _candidates(area, size, avoid, minimum, margin)
+    return next((r for r in candidates if clear_of is None or not r.intersects(clear_of)), candidates[0])
+
+
+def _candidates(area: Rect, size: tuple[int, int], avoid: Rect | None, minimum: tuple[int, int],
+                margin: int) -> list[Rect]:
+    """Places in order of preference: the first is the one to take when nothing else matters."""
     w, h = min(size[0], area.w), min(size[1], area.h)
     if avoid is None:
-        return Rect(area.x + (area.w - w) // 2, area.y + (area.h - h) // 2, w, h)
+        xs = (area.x + (area.w - w) // 2, area.x, area.right - w)
+        ys = (area.y + (area.h - h) // 2, area.y, area.bottom - h)
+        return [Rect(x, y, w, h) for y in ys for x in xs]
     cy = avoid.y + avoid.h // 2
     cx = avoid.x + avoid.w // 2
     free = {  # room on each side of the keep-out box, inside the area
@@ -74,22 +87,26 @@ def place(area: Rect, size: tuple[int, int], avoid: Rect | None, minimum: tuple[
     }
     horizontal = sorted(("right", "left"), key=lambda s: -free[s].w)
     vertical = sorted(("below", "above"), key=lambda s: -free[s].h)
+    out = []
     for side in (*horizontal, *vertical):
         room = free[side]
         fw, fh = min(w, room.w), min(h, room.h)
         if fw < min(minimum[0], w) or fh < min(minimum[1], h):
             continue
-        if side in ("right", "left"):
+        if side in ("right", "left"):  # beside the target, level with it first, then at either end of the side
             x = room.x if side == "right" else room.right - fw
-            y = _clamp(cy - fh // 2, room.y, room.bottom - fh)
+            out += [Rect(x, y, fw, fh) for y in (_clamp(cy - fh // 2, room.y, room.bottom - fh), room.y,
+                                                 room.bottom - fh)]
         else:
             y = room.y if side == "below" else room.bottom - fh
-            x = _clamp(cx - fw // 2, room.x, room.right - fw)
-        return Rect(x, y, fw, fh)
+            out += [Rect(x, y, fw, fh) for x in (_clamp(cx - fw // 2, room.x, room.right - fw), room.x,
+                                                 room.right - fw)]
+    if out:
+        return out
     side = max(free, key=lambda s: free[s].w * area.h if s in ("right", "left") else free[s].h * area.w)
     fw, fh = min(w, minimum[0]), min(h, minimum[1])
     x = area.right - fw if side == "right" else area.x if side == "left" else _clamp(cx - fw // 2, area.x,
                                                                                           area.right - fw)
     y = area.bottom - fh if side == "below" else area.y if side == "above" else _clamp(cy - fh // 2, area.y,
                                                                                            area.bottom - fh)
-    return Rect(x, y, fw, fh)
+    return [Rect(x, y, fw, fh)]

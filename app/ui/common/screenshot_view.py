@@ -51,6 +51,10 @@ class ScreenshotView(QWidget):
     def marker(self) -> tuple[float, float] | None:
         return (self._marker.x(), self._marker.y()) if self._marker is not None else None
 
+    def end_marker(self) -> tuple[float, float] | None:
+        """A drag's end, in the screenshot's pixels."""
+        return (self._end.x(), self._end.y()) if self._end is not None else None
+
     def set_editable(self, editable: bool) -> None:
         self._editable = editable
         self.setCursor(Qt.CursorShape.CrossCursor if editable else Qt.CursorShape.ArrowCursor)
@@ -81,9 +85,7 @@ class ScreenshotView(QWidget):
 
     # ------------------------------------------------------------------ input
     def _move_marker(self, px: float, py: float) -> None:
-        if self._marker is not None and self._end is not None:  # a drag keeps its vector
-            self._end += QPointF(px, py) - self._marker
-        self._marker = QPointF(px, py)
+        self._marker = QPointF(px, py)  # (a drag's start: its end stays where it is)
         self.update()
         self.marker_moved.emit(px, py)
 

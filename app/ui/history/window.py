@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QStandardPaths, Qt, QUrl
+from PySide6.QtCore import QStandardPaths, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -113,7 +113,31 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else ""
 
 
+SAVE_TIP = "Save this run, to do it again (Saved ▾, or deskhand task run NAME)"
+NOT_SAVABLE = {
+    "running": "This run has not ended yet: save it once it has.",
+    "failed": "This run failed: only a run that did its job can be saved (one that finished, or one you stopped "
+              "once it had).",
+    "step_limit": "This run stopped at the step limit before it was done: only a run that did its job can be "
+                  "saved (one that finished, or one you stopped once it had).",
+    "interrupted": "This run was cut off (the model server went away): only a run that did its job can be saved.",
+    "missed": "This scheduled run did not happen: there is nothing to do again.",
+}
+
+
+def save_block(run: dict[str, Any]) -> str:
+    """Why "Save as task…" cannot save this run ("" when it can): said on the greyed button."""
+    if run["private"]:
+        return ("This run was made in private mode: no screenshots were kept, so its targets cannot be found "
+                "again. Run the task with private mode off, then save that run.")
+    if run["status"] in ("answered", "stopped"):
+        return "" if run.get("n_steps", 1) else "This run did no step: there is nothing to do again."
+    return NOT_SAVABLE.get(run["status"], f"A run that is “{run['status']}” cannot be saved.")
+
+
 class HistoryWindow(QWidget):
+    task_saved = Signal(str)  # a run was saved as a task (its name): the saved tasks are listed again elsewhere
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         """Esc and the platform's close key (Ctrl+W) close it, as they close a browser's history."""
         if event.key() == Qt.Key.Key_Escape or event.matches(QKeySequence.StandardKey.Close):
@@ -156,7 +180,7 @@ class HistoryWindow(QWidget):
         self.refresh_button = QPushButton("Refresh")
         self.export_button = QPushButton("Export…")
         self.save_task_button = QPushButton("Save as task…")
-        self.save_task_button.setToolTip("Save a run that worked, to do it again (deskhand task run NAME)")
+        self.save_task_button.setToolTip(SAVE_TIP)
         self.delete_button = QPushButton("Delete")
         self.refresh_button.clicked.connect(self.refresh)
         self.export_button.clicked.connect(self._ask_export)
@@ -234,7 +258,9 @@ class HistoryWindow(QWidget):
         run = self.runs[rows[0].row()]
         self.run_id = run["id"]
         self._enable_run_buttons(True)
-        self.save_task_button.setEnabled(run["status"] == "answered" and not run["private"])
+        why_not = save_block(run)
+        self.save_task_button.setEnabled(not why_not)
+        self.save_task_button.setToolTip(why_not or SAVE_TIP)  # a grey button says why it is grey
         run_id = int(run["id"])
 
         def show(steps: list[dict[str, Any]]) -> None:
@@ -245,6 +271,7 @@ class HistoryWindow(QWidget):
     def _enable_run_buttons(self, on: bool) -> None:
         self.export_button.setEnabled(on)
         self.save_task_button.setEnabled(on)
+        self.save_task_button.setToolTip(SAVE_TIP if on else "Choose a run to save it as a task.")
         self.delete_button.setEnabled(on)
 
     # ------------------------------------------------------------------ replay
@@ -325,7 +352,7 @@ class HistoryWindow(QWidget):
         run = next((r for r in self.runs if r["id"] == self.run_id), None)
         if run is None:
             return
-        dialog = SaveTaskDialog(run["task"], self.steps, self)
+        dialog = SaveTaskDialog(run["task"], self.steps, self, stopped=run["status"] == "stopped")
         if dialog.exec() == SaveTaskDialog.DialogCode.Accepted:
             self.save_as_task(int(run["id"]), dialog.name.text(), dialog.values())
 
@@ -334,6 +361,7 @@ class HistoryWindow(QWidget):
             self.status.show_message(f"<b>Saved as the task “{escape(task.name)}”</b> ({len(task.steps)} steps). "
                                      f"Run it again with <code>deskhand task run \"{escape(task.name)}\"</code>.",
                                      "success", "saved-task")
+            self.task_saved.emit(task.name)
         self.background.run(lambda: self.store.save_task(run_id, name, values), done, self._failed)
 
     def _ask_delete(self) -> None:

@@ -1,5 +1,7 @@
-"""The run's steps: thumbnail, the action in words, the decision, the timings; one row per step number.
-Selecting a row shows that step (its screenshot, target, thought and decision) in the main window."""
+"""The run's steps: thumbnail, the action in words, the decision, the timings; one row per step number, and one
+more for each approved step that was dropped (the screen changed around its target, so Deskhand did not act
+and the model proposed the step again): that row stays, marked, above the step's new row. Selecting a row shows
+that step (its screenshot, target, thought and decision) in the main window."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ DECISION_WORDS = {
     "auto": "auto-approved", "refused": "refused", "answer": "answered", "waiting": "waiting for you",
 }
 COLOURS = {"rejected": "#b91c1c", "refused": "#b91c1c", "stopped": "#b91c1c", "skipped": "#92400e",
-           "edited": "#1d4ed8", "waiting for you": "#b45309", "invalid answer": "#b91c1c", "not done": "#6b7280"}
+           "edited": "#1d4ed8", "waiting for you": "#b45309", "invalid answer": "#b91c1c", "not done:": "#b91c1c",
+           "not done": "#6b7280"}
+SCREEN_CHANGED = "not done: the screen changed"
+NOT_DONE = "not done: see why"
 STEP, ACTION, DECISION, TIME = range(4)
 WAITING = "waiting for you"
 
@@ -30,6 +35,7 @@ class StepDetail:
     element: str = ""
     thought: str = ""
     monitor: tuple[int, int, int, int] | None = None  # where the screenshot lies, input coordinates
+    problem: str = ""  # why an approved step was not done
 
     def acted_at(self, where: tuple[int, int]) -> None:
         """The point Deskhand really acted at (an edited target), in the screenshot's pixels."""
@@ -41,7 +47,7 @@ class StepDetail:
 
 
 class StepList(QTreeWidget):
-    step_selected = Signal(int)  # the step the user picked; 0 when the selection is cleared
+    step_selected = Signal(int)  # the row the user picked (its step, or a dropped row's key); 0: none
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -60,9 +66,10 @@ class StepList(QTreeWidget):
         header.setSectionResizeMode(DECISION, QHeaderView.ResizeMode.Interactive)
         self.setColumnWidth(DECISION, 130)  # a rejection's sentence wraps here instead of squeezing the action
         header.setSectionResizeMode(TIME, QHeaderView.ResizeMode.ResizeToContents)
-        self._rows: dict[int, QTreeWidgetItem] = {}
+        self._rows: dict[int, QTreeWidgetItem] = {}  # step -> its current row
+        self._dropped: dict[int, tuple[int, QTreeWidgetItem]] = {}  # key (< 0) -> (step, the row it had)
         self._think: dict[int, float] = {}
-        self.details: dict[int, StepDetail] = {}
+        self.details: dict[int, StepDetail] = {}  # by row key: the step, or a dropped row's key
         self.itemSelectionChanged.connect(self._selected)
 
     def resizeEvent(self, event: object) -> None:
@@ -119,6 +126,38 @@ class StepList(QTreeWidget):
         item.setToolTip(DECISION, text)
         self._set_decision(item, text)
 
+    def not_done(self, step: int, why: str) -> None:
+        """The approved step was not performed (or only in part): said in the row, the reason in its tooltip."""
+        item = self.row(step)
+        self._set_decision(item, NOT_DONE)
+        self.details[step].problem = why
+        item.setToolTip(DECISION, why)
+        item.setToolTip(ACTION, f"{item.text(ACTION)}\n\n{why}")
+
+    def drop(self, step: int, why: str) -> None:
+        """The approved step was not done (the screen changed around its target) and the model is asked again:
+        its row stays, marked, and the step's next proposal gets a row of its own."""
+        item = self._rows.pop(step, None)
+        if item is None:
+            return
+        key = -(len(self._dropped) + 1)
+        self._dropped[key] = (step, item)
+        self.details[key] = self.details.pop(step, StepDetail())
+        self._set_decision(item, SCREEN_CHANGED)
+        self.details[key].problem = why
+        item.setToolTip(DECISION, why)
+        item.setToolTip(ACTION, f"{item.text(ACTION)}\n\n{why}")
+
+    def dropped(self) -> list[tuple[int, str, str]]:
+        """(step, action, decision) of each dropped row, in order."""
+        return [(step, item.text(ACTION), item.text(DECISION)) for step, item in self._dropped.values()]
+
+    def label(self, key: int) -> str:
+        """A row in words: "Step 3", or "Step 3 (dropped)"."""
+        if key in self._dropped:
+            return f"Step {self._dropped[key][0]} (dropped)"
+        return f"Step {key}"
+
     def decided(self, step: int, decision: str, feedback: str) -> None:
         item = self.row(step)
         word = DECISION_WORDS.get(decision, decision)
@@ -152,8 +191,11 @@ class StepList(QTreeWidget):
         colour = next((c for k, c in COLOURS.items() if text.startswith(k)), None)
         item.setForeground(DECISION, QColor(colour) if colour else self.palette().text().color())
 
-    def decision_of(self, step: int) -> str:
-        item = self._rows.get(step)
+    def _item(self, key: int) -> QTreeWidgetItem | None:
+        return self._dropped[key][1] if key in self._dropped else self._rows.get(key)
+
+    def decision_of(self, key: int) -> str:
+        item = self._item(key)
         return item.text(DECISION) if item is not None else ""
 
     def clear_steps(self) -> None:
@@ -161,14 +203,17 @@ class StepList(QTreeWidget):
         self.clear()
         self.blockSignals(False)
         self._rows.clear()
+        self._dropped.clear()
         self._think.clear()
         self.details.clear()
 
     def decisions(self) -> dict[int, str]:
         return {n: item.text(DECISION) for n, item in self._rows.items()}
 
-    def select(self, step: int) -> None:
-        self.setCurrentItem(self._rows[step])
+    def select(self, key: int) -> None:
+        item = self._item(key)
+        if item is not None:
+            self.setCurrentItem(item)
 
     def deselect(self) -> None:
         self.blockSignals(True)
@@ -177,5 +222,6 @@ class StepList(QTreeWidget):
 
     def _selected(self) -> None:
         items = self.selectedItems()
-        step = next((n for n, it in self._rows.items() if items and it is items[0]), 0)
-        self.step_selected.emit(step)
+        rows = [*self._rows.items(), *((k, it) for k, (_, it) in self._dropped.items())]
+        key = next((n for n, it in rows if items and it is items[0]), 0)
+        self.step_selected.emit(key)

@@ -11,6 +11,7 @@ PLACEHOLDER = "What should Deskhand do? For example: “Open the settings and tu
 
 class TaskBox(QPlainTextEdit):
     submitted = Signal(str)
+    typed_while_busy = Signal()  # a key typed while the box shows the running task (read-only): say where to type
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -23,6 +24,11 @@ class TaskBox(QPlainTextEdit):
         return self.toPlainText().strip()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
+        if self.isReadOnly() and event.text().strip() and not event.modifiers() & (
+                Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier):
+            self.typed_while_busy.emit()  # the key would vanish: the window says why, and where to type instead
+            event.accept()
+            return
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
         if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             if self.task():

@@ -99,7 +99,9 @@ class RunView(QObject):
         elif isinstance(e, ev.ProposalFailed):
             m.steps.failed(e.step, e.message)
         elif isinstance(e, ev.TargetChanged):
-            m.steps.note(e.step, "screen changed: asking again")
+            m.steps.drop(e.step, e.message)
+        elif isinstance(e, ev.StepNotDone):
+            m.steps.not_done(e.step, e.message)
         elif isinstance(e, ev.StepDecided):
             m.steps.decided(e.step, e.decision, e.feedback)
         elif isinstance(e, ev.StepExecuted):
@@ -152,9 +154,10 @@ class RunView(QObject):
         self.m.live.set_image(detail.image, detail.size)
         self.m.live.set_marker(detail.target, detail.element)
         decision = self.m.steps.decision_of(step) or "not decided yet"
-        self.m.screen_heading.setText(f"Step {step} · {decision}")
+        self.m.screen_heading.setText(f"{self.m.steps.label(step)} · {decision}")
         self.m.live_button.setVisible(True)
-        text = "\n\n".join(p for p in (detail.thought, f"→ {detail.description}", f"Decision: {decision}") if p)
+        text = "\n\n".join(p for p in (detail.thought, f"→ {detail.description}", f"Decision: {decision}",
+                                        detail.problem) if p)
         self.m.thought.setPlainText(text)
 
     def back_to_live(self) -> None:

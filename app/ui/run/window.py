@@ -29,6 +29,7 @@ from app.ui.bridge.host import Delivered
 from app.ui.common import shortcuts
 from app.ui.common.activation import set_show_without_activating
 from app.ui.common.icons import STATE_WORDS, app_icon
+from app.ui.common.messages import escape
 from app.ui.common.screenshot_view import ScreenshotView
 from app.ui.common.status_area import StatusArea
 from app.ui.common.text_line import TextLine
@@ -43,6 +44,7 @@ STATE_DOTS = {"idle": "#9ca3af", "thinking": "#0ea5e9", "waiting": "#f59e0b", "a
 NARROW = 1000  # below this width the step list goes under the screen instead of beside it
 KEYS_HELD = ("<b>Keys typed as Deskhand opened were held back</b> (another program started it, and they looked "
              "meant for another window). Click in the task box to type a task.")
+BUSY_BOX = "busy-box"
 
 
 def _heading(text: str) -> QLabel:
@@ -87,6 +89,7 @@ class MainWindow(QMainWindow):
         top = QHBoxLayout()
         self.task_box = TaskBox()
         self.task_box.submitted.connect(self.start_requested)
+        self.task_box.typed_while_busy.connect(self._say_where_to_type)
         top.addWidget(self.task_box, 1)
         column = QVBoxLayout()
         self.start_button = QPushButton("Start")
@@ -251,11 +254,24 @@ class MainWindow(QMainWindow):
 
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
-        self.task_box.setReadOnly(running)
+        self.task_box.setReadOnly(running)  # it shows the running task; the cue says where the next one goes
+        self.task_box.setStyleSheet("QPlainTextEdit { background: palette(window); color: palette(mid); }"
+                                    if running else "")
+        self.task_box.setToolTip(f"The running task. A task typed in the quick task box ({self.keys.quick_label}) "
+                                 "waits until it ends." if running else
+                                 f"{self.keys.quick_label} opens a task box from anywhere, even when this window "
+                                 "is hidden")
+        if not running:
+            self.status.remove(BUSY_BOX)
         for w in (self.pause_button, self.stop_button, self.pause_action, self.stop_action):
             w.setEnabled(running)
         if not running:
             self.set_paused(False)
+
+    def _say_where_to_type(self) -> None:
+        self.status.show_message(f"<b>A task is running:</b> this box shows it. Type the next task in the quick "
+                                 f"task box ({escape(self.keys.quick_label)}): it waits until this one ends.", "info",
+                                 BUSY_BOX, [("Open the quick task box", self.quick_task_requested.emit)])
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused

@@ -458,7 +458,7 @@ class SettingsDialog(QDialog):
         if confirmed is None:  # the user would rather not send screenshots there
             return
         s = confirmed
-        if self.engine.key.text().strip():
+        if s.engine == "remote" and self.engine.key.text().strip():  # (a local engine has no key to keep)
             self.api_key_changed.emit(self.engine.key.text().strip())
         if self.token.text():
             self.token_changed.emit(self.token.text())

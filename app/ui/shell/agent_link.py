@@ -225,6 +225,7 @@ class AgentLink(QObject):
         run = self.run = LinkedRun(sock, host)
         self.steps_done, self.last = 0, ""
         a.presenter.begin(auto)
+        a.dialog.asked_for_by = host  # each approval window of the run names the program that asked
         a.queue.running = task  # (a task offered to the person stays offered: it is theirs to start later)
         a.main.set_task(task)
         a.main.status.show_message(f"<b>“{escape(host)}” asked for this task</b> (another program, through MCP). "

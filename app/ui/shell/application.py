@@ -28,7 +28,7 @@ from app.ui.bridge.host import AgentHost
 from app.ui.bridge.responsiveness import keep_ui_responsive
 from app.ui.common import shortcuts
 from app.ui.common.background import Background
-from app.ui.common.messages import OUTCOME_HEADS, ask, error_html, escape
+from app.ui.common.messages import ask, error_html, escape, outcome_html
 from app.ui.common.window_memory import WindowMemory
 from app.ui.history.window import HistoryStore, HistoryWindow
 from app.ui.run.task_queue import TaskQueue
@@ -81,7 +81,8 @@ class Application(QObject):
         self.tray_wanted = tray
         self.hotkey: GlobalHotkey | None = GlobalHotkey(self) if hotkeys else None
         self.presenter = RunPresenter(self.host, self.main, self.dialog, self.overlay, self.tray, self)
-        self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self)
+        self.queue = TaskQueue(self.main.status, self.start_task, self.main.set_task, self,
+                               in_box=self.main.task_box.toPlainText)
         self.settings_watch = SettingsWatch(paths.settings_file, self.background, self)
         self.settings_watch.changed.connect(self._settings_changed_on_disk)
         self.setup = SetupFlow(self.main, paths, self.windows, lambda: self.settings, enabled=setup, parent=self,
@@ -267,7 +268,8 @@ class Application(QObject):
         if self._closed:  # the run Quit stopped
             return
         self.refresh_recent()
-        self.queue.run_ended(OUTCOME_HEADS.get(e.outcome, ""))
+        # how the run ended, with its answer, above the offer of the next task (its first line: the offer's fits)
+        self.queue.run_ended(outcome_html(e.outcome, e.answer, e.message).split("<br>")[0])
 
     def open_quick_task(self) -> None:
         if self.hider.hidden:  # a screenshot or an action is under way: open it once Deskhand is back
@@ -285,7 +287,7 @@ class Application(QObject):
             queued = self.queue.add(task)
             if self.tray is not None:  # the box is gone and the main window may be hidden: say it was heard
                 self.tray.notify("The task waits" if queued else "Not queued again",
-                                 f"“{task}” starts when this task ends." if queued else
+                                 f"“{task}” is offered to you when this task ends." if queued else
                                  f"“{task}” is already running or waiting.")
             return
         self.main.set_task(task)
@@ -346,6 +348,7 @@ class Application(QObject):
     def open_history(self) -> None:
         if self.history is None:
             self.history = HistoryWindow(self.store, self.background)
+            self.history.task_saved.connect(lambda _: self.saved_tasks.refresh())  # Saved ▾ and the offers at once
             self.windows.place(self.history, "history", HISTORY_SIZE, over=self.main)
         self.history.refresh()
         self.history.show()
@@ -412,6 +415,8 @@ class Application(QObject):
         def saved(_: object) -> None:
             self.warnings = ()
             self.main.status.remove("settings")
+            if settings.engine != "remote":  # the model server's key no longer matters: what went wrong with it
+                self.main.status.remove("api-key")  # does not either
             unsaved, self._unsaved_secrets = self._unsaved_secrets, []
             for key, exc in unsaved:  # "saved" would not be the whole truth: the error says what was
                 self.main.status.show_message(error_html(exc, "The other settings were saved, but:"), "error", key)

@@ -9,6 +9,7 @@ import collections
 import logging
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QCursor
 
 from app.agent.approval import Decision
 from app.domain import events as ev
@@ -25,6 +26,7 @@ from app.ui.shell.tray import Tray
 
 log = logging.getLogger("deskhand.ui.run")
 OUTCOME_KIND = {"answered": "success", "stopped": "info", "failed": "error", "step_limit": "warning"}
+NOT_DONE_KEY = "not-done"
 PHASE_STATE = {"starting": "thinking", "loading": "thinking", "reading": "thinking", "thinking": "thinking",
                "writing": "thinking", "waiting": "waiting", "acting": "acting", "paused": "paused", "idle": "idle"}
 
@@ -59,6 +61,9 @@ class RunPresenter(QObject):
         self._render_timer = QTimer(self)
         self._render_timer.setInterval(0)
         self._render_timer.timeout.connect(self._render_next)
+        self._back_when_clear = QTimer(self)  # the main window comes back once the pointer is off its place
+        self._back_when_clear.setInterval(150)
+        self._back_when_clear.timeout.connect(lambda: self._come_back(now=False))
         host.delivered.connect(self.on_delivered)
         dialog.decided.connect(self.decide)
         dialog.target_previewed.connect(self._preview_target)
@@ -96,8 +101,9 @@ class RunPresenter(QObject):
         self.auto_approve = auto_approve
         self.paused = self.pause_pending = False
         self.set_running(True)
-        for key in ("outcome", "paused", "no-model", "busy"):
+        for key in ("outcome", "paused", "no-model", "busy", NOT_DONE_KEY):
             self.main.status.remove(key)  # what they said no longer holds
+        self.dialog.asked_for_by = ""  # (a host's run names its host after this)
         self.activity.set_phase("starting", restart_clock=True)
 
     # ------------------------------------------------------------------ events
@@ -127,6 +133,12 @@ class RunPresenter(QObject):
             self._paused(e)
         elif isinstance(e, ev.RunResumed):
             self._resumed()
+        elif isinstance(e, ev.StepNotDone):
+            log.info("step %s not done: %s", e.step, e.message.replace("\n", " "))
+            self.main.status.show_message(error_html(e.message, f"Step {e.step} was not done."), "warning",
+                                          NOT_DONE_KEY)
+            if self.tray is not None and not self.main.isVisible():
+                self.tray.notify(f"Deskhand: step {e.step} was not done", e.message.split("\n")[0])
         elif isinstance(e, ev.Notice):
             log.info("notice: %s", e.message)
             self.main.status.show_message(error_html(e.message), "info")
@@ -210,10 +222,20 @@ class RunPresenter(QObject):
             self.main.hide()
             log.info("the main window steps aside: it covers the target")
 
-    def _come_back(self) -> None:
-        if self.main_stepped_aside:
-            self.main_stepped_aside = False
-            self.host.hider.bring_back(self.main)
+    def _come_back(self, now: bool = True) -> None:
+        """The main window back where it was once the step is decided (`now`: also while the pointer rests on
+        its place, as when the run ends; else not before the pointer has left it: a window that comes up under
+        the pointer takes the keyboard from the window the person is typing in, under focus-follows-mouse)."""
+        if not self.main_stepped_aside:
+            self._back_when_clear.stop()
+            return
+        g = self.main.frameGeometry()
+        if not now and g.contains(QCursor.pos()):
+            self._back_when_clear.start()
+            return
+        self._back_when_clear.stop()
+        self.main_stepped_aside = False
+        self.host.hider.bring_back(self.main)
 
     def _paused(self, e: ev.RunPaused) -> None:
         self.paused, self.pause_pending = True, False
@@ -266,7 +288,7 @@ class RunPresenter(QObject):
     def decide(self, step: int, decision: Decision) -> None:
         self.overlay.clear()
         self.host.hider.forget(self.dialog)
-        self._come_back()
+        self._come_back(now=False)
         if decision.auto_approve_safe is not None:
             self.auto_approve = decision.auto_approve_safe
         if not self.host.decide(step, decision):
