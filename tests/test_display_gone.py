@@ -14,7 +14,7 @@ import pytest
 
 from app.agent.history.recorder import connect, list_runs, run_steps
 from app.domain.paths import default_paths
-from tests.desktop import REPO, XServer, wait_until
+from tests.desktop import REPO, Target, XServer, wait_until
 from tests.fake_vllm import FakeVLLM
 from tests.remote_helpers import tool_profile
 
@@ -29,8 +29,12 @@ def test_the_display_going_away_mid_typing_is_said_in_words(tmp_path):
     server = XServer(tmp_path / "x", 1280, 800)
     server.start()
     home = tmp_path / "home"
+    closers: list = []
     try:
         server.run("xsetroot", "-solid", "#3a5f8a")  # not black: a black screen is refused before any step
+        target = Target(server, at=(100, 100))  # a window with the keyboard: typing goes nowhere else
+        closers.append(target.close)
+        wait_until(lambda: target.state()["focus"] is not None, 30, "the target window to have the keyboard")
         with FakeVLLM(answer=LONG_WRITE) as model:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "app", "run", "--json", "--engine", model.url, "--task", "Write the notes",
@@ -50,6 +54,8 @@ def test_the_display_going_away_mid_typing_is_said_in_words(tmp_path):
                     proc.kill()
                     proc.wait(30)
     finally:
+        for close in closers:
+            close()  # (the target ends with its display)
         server.stop()
     assert "The display went away: the X server of" in err, err[-3000:]
     assert "internal error" not in err and "Traceback" not in err, err[-3000:]
