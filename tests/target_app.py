@@ -210,6 +210,12 @@ class TargetWindow(QWidget):
             self.tip_at = QCursor.pos()
             self.tip.move(self.tip_at + QPoint(2, 16))
             self.tip.show()
+            # clicks go through it, as the flag it was made with says: Qt's xcb applies that flag's empty input
+            # region only when the flag changes on a window that exists (else a click 30 ms after the pointer
+            # moved on could land on the tooltip before the poll below hides it, on a busy machine)
+            handle = self.tip.windowHandle()
+            handle.setFlag(Qt.WindowTransparentForInput, False)
+            handle.setFlag(Qt.WindowTransparentForInput, True)
             self.tip_above.start(50)
             return {"shown": self.tip.isVisible()}
         elif cmd == "trap":  # "#" typed in the field opens a window that takes the keyboard (on: True)
