@@ -191,6 +191,9 @@ def test_a_window_that_comes_back_under_the_pointer_after_a_grab_gives_the_keybo
     desktop.run("xdotool", "mousemove", "1250", "650")  # the pointer comes to rest where the window was
     release.set()
     qtbot.waitUntil(lambda: not worker.is_alive() and main.isVisible(), timeout=10000)  # back, under the pointer
-    qtbot.wait(1000)
+    if desktop.focus_model == "sloppy":  # the window manager gives it the keyboard (however late on a busy
+        qtbot.waitUntil(lambda: hider.focus_return.given_back >= 1, timeout=20000)  # machine): given back
+    else:
+        qtbot.wait(1000)  # (click focus: a window manager that gave it the keyboard would have done so by now)
     with KeyboardFocus(desktop.display) as focus:
-        assert focus.active() == wid and not main.isActiveWindow()
+        qtbot.waitUntil(lambda: focus.active() == wid and not main.isActiveWindow(), timeout=20000)
