@@ -87,6 +87,29 @@ def test_do_refuses_the_panic_hotkey_and_bad_json(desktop):
     assert run.returncode == 2 and "outside the screenshot" in run.stderr
 
 
+@pytest.mark.parametrize("command", ["do", "capture"])
+def test_monitor_0_is_refused_with_the_monitors_there_are(desktop, tmp_path, command):
+    """Row N85 of the 2026-12-06 pass: `do … --monitor 0 --dry-run` said "Click at (640, 400) on monitor 1"."""
+    given = [json.dumps({"tool_name": "click", "x": 500, "y": 500}), "--yes", "--dry-run"] if command == "do" \
+        else ["--out", str(tmp_path / "x.png")]
+    run = deskhand(desktop, command, *given, "--monitor", "0")
+    assert run.returncode == 2, run.stderr
+    assert "There is no monitor 0 (monitors count from 1)" in run.stderr, run.stderr
+    assert "only monitor 1 (1920×1080 at 0,0)" in run.stderr and "Traceback" not in run.stderr
+    assert "Dry run" not in run.stderr and not (tmp_path / "x.png").exists()
+    run = deskhand(desktop, command, *given, "--monitor", "-2")
+    assert run.returncode == 2 and "There is no monitor -2" in run.stderr and "only monitor 1 (" in run.stderr
+
+
+def test_do_refuses_more_keys_at_once_than_a_keyboard_sends(desktop):
+    """Row N66 of the 2026-12-06 pass: 36 keys at once said "Dry run: Press A+B+C+…+9."."""
+    keys = list("abcdefghijklmnopqrstuvwxyz0123456789")
+    run = deskhand(desktop, "do", json.dumps({"tool_name": "key", "keys": keys}), "--yes", "--dry-run")
+    assert run.returncode == 2, run.stderr
+    assert "holds 36 keys besides the modifiers down at once; a keyboard sends at most 6 together" in run.stderr
+    assert "Dry run" not in run.stderr and "Traceback" not in run.stderr
+
+
 @pytest.mark.parametrize("keys", [["ctrl", "alt", "delete", "a"], ["ctrl", "alt", "shift", "delete"]], ids="+".join)
 def test_do_refuses_a_refused_combination_held_with_one_more_key(desktop, keys):
     """Finding 2 / row 77 of the 2026-12-06 pass: `do --yes --dry-run` said "Dry run: Press Ctrl+Alt+Delete+A."."""

@@ -45,6 +45,51 @@ def test_the_step_limit_message_names_where_the_limit_came_from(desktop, tmp_pat
     assert result["message"] == said and f"step_limit: {said}" in err, err
 
 
+def _no_run_recorded(home: Path) -> None:
+    database = default_paths(home).database
+    if database.exists():
+        con = connect(database)
+        try:
+            assert list_runs(con) == [], "a run was recorded"
+        finally:
+            con.close()
+
+
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("task", ["", "  \t\n "], ids=["empty", "blank"])
+def test_an_empty_task_is_refused_and_records_no_run(desktop, tmp_path, task):
+    """Row H2 of the 2026-12-06 pass: `run --task ""` ran a step with an empty task (the task box and the MCP
+    run_task refuse one)."""
+    home = tmp_path / "home"
+    with FakeVLLM(answer=WAIT) as server:
+        proc = subprocess.run([sys.executable, "-m", "app", "run", "--task", task, "--display", desktop.display,
+                               "--engine", server.url, "--max-steps", "1"],
+                              cwd=REPO, env=desktop.env(DESKHAND_HOME=str(home), DESKHAND_API_KEY=""),
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "deskhand: The task is empty, so there is nothing to run." in proc.stderr, proc.stderr
+    assert '→ Say what to do, e.g. --task "Open the Downloads folder".' in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _no_run_recorded(home)
+
+
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("flag", ["--model", "--mmproj"])
+def test_a_model_path_that_is_a_symlink_loop_is_called_one(desktop, tmp_path, flag):
+    """Row N26 of the 2026-12-06 pass: a model path that is a symbolic-link loop was said not to exist."""
+    home, real = tmp_path / "home", tmp_path / "real.gguf"
+    real.write_bytes(b"GGUF")
+    (tmp_path / "loop1.gguf").symlink_to(tmp_path / "loop2.gguf")
+    (tmp_path / "loop2.gguf").symlink_to(tmp_path / "loop1.gguf")
+    files = {"--model": str(real), "--mmproj": str(real), flag: str(tmp_path / "loop1.gguf")}
+    status, _, err = _run(desktop, home, tmp_path, *[x for kv in files.items() for x in kv])
+    assert status == 2, err
+    assert (f"The file given with {flag} is a symbolic-link loop (its links lead back to each other, never to a "
+            f"file): {tmp_path / 'loop1.gguf'}") in err, err
+    assert "does not exist" not in err and "Traceback" not in err
+    _no_run_recorded(home)
+
+
 @pytest.mark.xdisplay
 @pytest.mark.parametrize("missing", ["--model", "--mmproj"])
 def test_a_model_file_that_does_not_exist_is_said_plainly_and_records_no_run(desktop, tmp_path, missing):
@@ -56,10 +101,4 @@ def test_a_model_file_that_does_not_exist_is_said_plainly_and_records_no_run(des
     assert status == 2, err
     assert f"The file given with {missing} does not exist: /nonexistent.gguf" in err, err
     assert "Settings" not in err.split("does not exist")[0] and "Traceback" not in err, err
-    database = default_paths(home).database
-    if database.exists():
-        con = connect(database)
-        try:
-            assert list_runs(con) == [], "a run was recorded"
-        finally:
-            con.close()
+    _no_run_recorded(home)

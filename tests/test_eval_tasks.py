@@ -18,6 +18,7 @@ import pytest
 
 from app.domain.paths import default_paths
 from app.tasks.saved_task import read_task
+from app.tasks.suite.task_files import load_suite
 from tests.desktop import REPO
 from tests.scripted_engine import ScriptedEngine
 from tests.test_saved_tasks import run, sign_in_script
@@ -200,6 +201,9 @@ def test_eval_tasks_refuses_what_it_cannot_run_before_starting(tmp_path):
     assert "editor-write-note" in unknown.stderr
     nowhere = deskhand("eval", "tasks", str(tmp_path / "nowhere"))
     assert nowhere.returncode == 2 and "does not exist" in nowhere.stderr
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # row N26 of the 2026-12-06 pass: not "does not exist"
+    loop = deskhand("eval", "tasks", str(tmp_path / "loop"))
+    assert loop.returncode == 2 and f"The task suite folder {tmp_path / 'loop'} is a symbolic-link loop" in loop.stderr
     real = deskhand("eval", "tasks", "--display", ":987", "--only", "editor-write-note")
     assert real.returncode == 2 and "cannot tell that :987 is virtual" in real.stderr
     no_model = deskhand("eval", "tasks", "--only", "editor-write-note", "--out", str(tmp_path / "o"))
@@ -244,3 +248,14 @@ def test_a_model_that_cannot_load_is_an_error_of_each_task_not_a_failure_of_the_
     assert [r["status"] for r in s["results"]] == ["error", "error"]
     assert all(r["said"].startswith("the run could not start: ") and r["model_calls"] == 0 for r in s["results"])
     assert s["counts"]["failed"] == 0 and s["pass_rate"]["n"] == 0
+
+
+def test_a_task_json_an_editor_saved_with_a_byte_order_mark_is_a_task(tmp_path):
+    """As row S10 of the 2026-12-06 pass for settings: a BOM made task.json "not JSON", a broken task."""
+    suite_task(tmp_path / "suite" / "plain", "def check(ctx):\n    return True\n", task="Do nothing.", app=TARGET_APP)
+    suite_task(tmp_path / "suite" / "marked", "def check(ctx):\n    return True\n", task="Do nothing.", app=TARGET_APP)
+    marked = tmp_path / "suite" / "marked" / "task.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + marked.read_bytes())
+    tasks = load_suite(tmp_path / "suite")
+    assert [(t.name, type(t).__name__) for t in tasks] == [("marked", "SuiteTask"), ("plain", "SuiteTask")], tasks
+    assert tasks[0].task == "Do nothing."

@@ -63,7 +63,7 @@ def test_dry_run_records_the_primitives_and_acts_nowhere():
 
 
 def test_targets_outside_the_monitors_are_refused_before_any_event():
-    ex, everything = DryRunExecutor(), Shot(TWO.monitor(0), TWO)
+    ex, everything = DryRunExecutor(), Shot(TWO.union, TWO)
     with pytest.raises(ActionError, match="outside every monitor"):
         ex.perform(Click(Point(800, 990)), everything, CancelToken())
     with pytest.raises(ActionError, match="would leave the screens"):  # both ends on screen, the path is not

@@ -25,7 +25,8 @@ class Shot:
 
 
 def shot_of(layout: Layout, index: int) -> Shot:
-    return Shot(layout.monitor(index), layout)
+    """Monitor `index` of `layout`, or all of them together for 0."""
+    return Shot(layout.monitor(index) if index else layout.union, layout)
 
 
 X11_TWO = Layout.from_mss([
@@ -155,7 +156,9 @@ def test_monitor_lookup_and_primary():
     assert Layout((Monitor.of(1, 0, 0, 5, 5), Monitor.of(2, 5, 0, 5, 5, primary=True))).primary.index == 2
     with pytest.raises(ActionError, match="no monitor 3") as err:
         X11_TWO.monitor(3)
-    assert "monitors 1 to 2" in err.value.todo
+    assert "monitors 1 (1920×1080 at 0,0), 2 (1280×1024 at 1920,0)" in err.value.todo
+    with pytest.raises(ActionError, match=r"no monitor 0 \(monitors count from 1\)"):  # 0 is no alias of "all"
+        X11_TWO.monitor(0)
 
 
 def test_hard_corners_skip_the_corners_between_monitors():

@@ -245,6 +245,31 @@ def test_http_needs_the_bearer_token_from_the_keyring(tmp_path):
         proc.communicate(timeout=30)
 
 
+@pytest.mark.parametrize("host, name, before", [
+    ("cursor", ".cursor/mcp.json", '{"mcpServers": {"other": {"command": "other"}}}'),
+    ("codex", ".codex/config.toml", 'model = "o4"\n'),
+])
+def test_config_write_reads_past_an_editor_s_byte_order_mark_and_keeps_it(tmp_path, host, name, before):
+    """As row S10 of the 2026-12-06 pass for settings: a host's file saved by an editor on Windows starts with a
+    BOM; `--write` refused it as "not valid JSON" (TOML), or would have written it back without the mark."""
+    user = tmp_path / "user"
+    file = user / name
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"\xef\xbb\xbf" + before.encode())
+    wrote = subprocess.run([sys.executable, "-m", "app", "mcp", "config", "--host", host, "--write"], cwd=tmp_path,
+                           env={**server_env(tmp_path / "home"), "HOME": str(user)}, text=True, capture_output=True,
+                           timeout=120)
+    assert wrote.returncode == 0 and "the old one is" in wrote.stdout, wrote.stderr
+    raw = file.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and not raw[3:].startswith(b"\xef\xbb\xbf")
+    text = raw[3:].decode()
+    if host == "cursor":
+        assert json.loads(text)["mcpServers"] == {"other": {"command": "other"},
+                                                  "deskhand": {"command": "deskhand", "args": ["mcp"]}}
+    else:
+        assert text == 'model = "o4"\n\n[mcp_servers.deskhand]\ncommand = "deskhand"\nargs = ["mcp"]\n'
+
+
 def test_config_prints_each_hosts_snippet_and_writes_only_when_asked_keeping_a_backup(tmp_path):
     user, project = tmp_path / "user", tmp_path / "project"
     project.mkdir()

@@ -32,6 +32,18 @@ def test_missing_file(tiny_model_pair, tmp_path):
     assert "does not exist" in e.what and "nope.gguf" in e.what
 
 
+def test_a_symlink_loop_and_a_broken_link_are_called_what_they_are(tiny_model_pair, tmp_path):
+    """Row N26 of the 2026-12-06 pass: "The text model file …/loop1.gguf does not exist." for a link loop."""
+    (tmp_path / "loop1.gguf").symlink_to(tmp_path / "loop2.gguf")
+    (tmp_path / "loop2.gguf").symlink_to(tmp_path / "loop1.gguf")
+    e = _err(tmp_path / "loop1.gguf", tiny_model_pair.mmproj)
+    assert e.what == (f"The text model file {tmp_path / 'loop1.gguf'} is a symbolic-link loop (its links lead back "
+                      "to each other, never to a file).")
+    (tmp_path / "gone.gguf").symlink_to(tmp_path / "moved-away.gguf")
+    e = _err(tmp_path / "gone.gguf", tiny_model_pair.mmproj)
+    assert f"is a symbolic link to {tmp_path / 'moved-away.gguf'}, which does not exist" in e.what
+
+
 def test_not_a_gguf(tiny_model_pair, tmp_path, model_factory):
     e = _err(model_factory.not_gguf(tmp_path), tiny_model_pair.mmproj)
     assert "is not a GGUF file" in e.what

@@ -160,6 +160,28 @@ def test_damaged_and_newer_task_files_are_refused_by_name_and_left_as_they_are(r
         store.save(saved)
 
 
+def test_a_task_file_an_editor_saved_with_a_byte_order_mark_is_read_and_left_as_it_is(recorded, tmp_path):
+    """As row S10 of the 2026-12-06 pass for settings: a BOM (Notepad writes one) made the task "damaged"."""
+    paths, _ = recorded
+    path = TaskStore(paths.tasks).path("sign in")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    written = path.read_bytes()
+    copy = tmp_path / "edited.json"
+    copy.write_bytes(written)
+    env = {**os.environ, "DESKHAND_HOME": str(tmp_path / "home")}
+
+    def task(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "task", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    listed = task("list")
+    assert listed.returncode == 0 and "sign in: " in listed.stdout, listed.stdout + listed.stderr
+    assert "damaged" not in listed.stdout + listed.stderr and "could not be read" not in listed.stdout + listed.stderr
+    imported = task("import", str(copy), "--name", "sign in again")
+    assert imported.returncode == 0 and json.loads(imported.stdout)["imported"] == "sign in again", imported.stderr
+    assert path.read_bytes() == written and copy.read_bytes() == written
+
+
 def login_script(target: Any, password: str) -> list[dict[str, Any]]:
     return [{"tool_name": "click", "element": "password field", **at(target.centre("edit"))},
             {"tool_name": "write", "content": password, "element": "password field", **at(target.centre("edit"))},

@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from app.__main__ import main
 from app.domain.settings import MAX_CONTEXT, Settings, load_settings, save_settings
+from tests.desktop import REPO
 
 SETUP = {"text_model": "/models/holotron-q4.gguf", "mmproj": "/models/mmproj.gguf", "setup_done": True}
 
@@ -111,3 +114,45 @@ def test_the_messages_for_a_hand_edited_file_say_what_is_wrong_in_words(tmp_path
     assert "“garbage+++” has a “+” with no key beside it" in text and "No keys are set" not in text, text
     assert "“monitor” should be text, got 99" in text and "str" not in text, text
     assert ".." not in text, text
+
+
+def _doctor(home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DESKHAND_HOME": str(home), "DBUS_SESSION_BUS_ADDRESS": "disabled:",
+           "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring", "PYTHONPATH": str(REPO)}
+    env.pop("DISPLAY", None)
+    return subprocess.run([sys.executable, "-m", "app", "doctor"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_a_settings_file_an_editor_started_with_a_byte_order_mark_is_read_and_kept(tmp_path):
+    """Row S10 of the 2026-12-06 pass: a BOM (Notepad writes one) made the file "corrupt", moved aside."""
+    f = tmp_path / "home" / "config" / "settings.json"
+    f.parent.mkdir(parents=True)
+    written = b"\xef\xbb\xbf" + json.dumps({**SETUP, "step_limit": 9}).encode("utf-8")
+    f.write_bytes(written)
+    loaded = load_settings(f)
+    assert loaded.warnings == () and loaded.settings.step_limit == 9
+    assert loaded.settings.text_model == SETUP["text_model"] and loaded.settings.setup_done
+    doctor = _doctor(tmp_path / "home")
+    assert "could not be read" not in doctor.stdout + doctor.stderr and "Traceback" not in doctor.stderr
+    assert "] Settings" not in doctor.stdout, doctor.stdout  # the check is shown only when it finds something
+    assert "The text model file /models/holotron-q4.gguf does not exist" in doctor.stdout  # the file's setup is used
+    assert f.read_bytes() == written and [p.name for p in f.parent.iterdir()] == ["settings.json"]
+
+
+@pytest.mark.parametrize("bad", ["Infinity", "-Infinity", "NaN"])
+def test_a_number_that_is_not_finite_is_refused_naming_its_key_and_the_file_kept(tmp_path, bad):
+    """Row S15 of the 2026-12-06 pass: "settle_timeout_s": Infinity was taken silently (a wait for ever)."""
+    f = tmp_path / "home" / "config" / "settings.json"
+    f.parent.mkdir(parents=True)
+    written = f'{{"settle_timeout_s": {bad}, "settle_threshold": {bad}, "step_limit": 9}}'.encode()
+    f.write_bytes(written)
+    loaded = load_settings(f)
+    assert loaded.settings.settle_timeout_s == Settings().settle_timeout_s and loaded.settings.step_limit == 9
+    assert loaded.settings.settle_threshold == Settings().settle_threshold
+    said = f"Setting “settle_timeout_s” should be a finite number, got {bad}; the default is used."
+    assert said in loaded.warnings, loaded.warnings
+    assert any("“settle_threshold” should be a finite number" in w for w in loaded.warnings)
+    doctor = _doctor(tmp_path / "home")
+    assert said in doctor.stdout and "Traceback" not in doctor.stderr, doctor.stdout + doctor.stderr
+    assert f.read_bytes() == written and [p.name for p in f.parent.iterdir()] == ["settings.json"]

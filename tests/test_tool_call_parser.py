@@ -19,6 +19,7 @@ from app.domain.actions import (
     Scroll,
     Wait,
     Write,
+    action_from_tool_call,
     tool_call_of,
 )
 from app.domain.errors import ProposalError
@@ -88,6 +89,9 @@ BAD = [
     ({"tool_name": "key", "keys": []}, "must be a list of key names"),
     ({"tool_name": "key", "keys": ["hyper"]}, "not a key Deskhand knows"),
     ({"tool_name": "key", "keys": ["ctrl", "shift"]}, "holds modifiers without a key"),
+    ({"tool_name": "key", "keys": list("abcdefghijklmnopqrstuvwxyz0123456789")},  # row N66: 36 keys held
+     "holds 36 keys besides the modifiers down at once; a keyboard sends at most 6 together"),
+    ({"tool_name": "key", "keys": ["ctrl", *"abcdefg"]}, "holds 7 keys besides the modifiers"),
     ({"tool_name": "wait", "seconds": 61}, "“seconds” must be from 0 to 60"),
     ({"tool_name": "wait", "seconds": "2"}, "“seconds” must be from 0 to 60"),
     ({"tool_name": "ask_user", "question": ""}, "“question” must be a non-empty string"),
@@ -115,3 +119,9 @@ def test_a_malformed_answer_is_refused(raw, says):
         parse_answer(raw, 1000)
     with pytest.raises(ProposalError, match="cut off"):
         parse_answer(raw, 1000, finished=False)
+
+
+def test_every_modifier_and_six_keys_is_still_one_combination():
+    """The limit of row N66 counts the keys besides the modifiers, as a keyboard's boot report does."""
+    keys = ["ctrl", "alt", "shift", "cmd", "super", *"abcdef"]
+    assert action_from_tool_call({"tool_name": "key", "keys": keys}) == KeyPress(tuple(keys))

@@ -21,15 +21,12 @@ def add_monitor_argument(p: argparse.ArgumentParser) -> None:
 def parse_monitor(value: str | None) -> Which:
     if value is None:
         return None
-    if value.strip().lower() in ("all", "0"):
+    if value.strip().lower() == "all":
         return "all"
-    try:
-        number = int(value)
+    try:  # a number out of range (0 too: monitors count from 1) is refused by the layout, which names those there are
+        return int(value)
     except ValueError:
-        number = -1
-    if number < 1:
-        raise DeskhandError(f"“{value}” is not a monitor.", "Use --monitor 1, 2, … or --monitor all.")
-    return number
+        raise DeskhandError(f"“{value}” is not a monitor.", "Use --monitor 1, 2, … or --monitor all.") from None
 
 
 def open_capturer(control: bool = False) -> Capturer:

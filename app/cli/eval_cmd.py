@@ -25,6 +25,7 @@ from typing import Any
 
 from app.cli.shared.arg_types import tile_count
 from app.cli.shared.engine_choice import add_engine_arguments, engine_of, say, settings_of
+from app.domain.absent_path import why_absent
 from app.domain.cancel import CancelToken
 from app.domain.errors import Cancelled, DeskhandError
 
@@ -162,7 +163,7 @@ def _run(args: argparse.Namespace, token: CancelToken) -> int:
         if args.data:
             root = Path(args.data).expanduser()
             if not root.is_dir():
-                raise DeskhandError(f"The dataset folder {root} does not exist.",
+                raise DeskhandError(f"The dataset folder {root} {why_absent(root)}.",
                                     f"Give the folder that holds {s.title} in its published layout: {s.layout}.")
             say(licence_notice(s, copy=True))
             source = str(root)

@@ -105,7 +105,12 @@ def _display(args: argparse.Namespace, background: bool = False) -> tuple[str, b
 
 
 def run(args: argparse.Namespace) -> int:
-    return execute(args, args.task, lambda settings: _engine(settings, from_command_line=bool(args.engine)))
+    task = args.task.strip()
+    if not task:  # as the task box and the MCP run_task: nothing to do is no run to record
+        _say(str(DeskhandError("The task is empty, so there is nothing to run.",
+                               'Say what to do, e.g. --task "Open the Downloads folder".')))
+        return EXIT_USAGE
+    return execute(args, task, lambda settings: _engine(settings, from_command_line=bool(args.engine)))
 
 
 def _display_problem(args: argparse.Namespace) -> str:

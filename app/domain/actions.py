@@ -322,6 +322,11 @@ class _Args:
         return v
 
 
+# A USB keyboard's boot report carries the modifiers as bits and at most six other keys held together (larger
+# rollover is a vendor extension that not every computer reads): no shortcut needs more, and more is no shortcut.
+MAX_KEYS_HELD = 6
+
+
 def normalize_key(name: str) -> str:
     """One key name in Deskhand's cross-platform naming, or ActionError."""
     k = name.strip().lower()
@@ -343,6 +348,10 @@ def parse_keys(value: Any) -> tuple[str, ...]:
         raise ActionError(f"The key combination {'+'.join(keys)} names a key twice.", "Name each key once.")
     if all(k in MODIFIERS for k in keys) and len(keys) > 1:
         raise ActionError(f"{'+'.join(keys)} holds modifiers without a key to press.", "Add the key, e.g. ctrl+s.")
+    if (held := sum(k not in MODIFIERS for k in keys)) > MAX_KEYS_HELD:
+        raise ActionError(f"The key combination {'+'.join(keys)} holds {held} keys besides the modifiers down at "
+                          f"once; a keyboard sends at most {MAX_KEYS_HELD} together.",
+                          "Press them one after another (one key action each), or type text with a type action.")
     return keys
 
 

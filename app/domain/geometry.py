@@ -99,14 +99,15 @@ class Layout:
         return Monitor(0, left, top, right - left, bottom - top, right - left, bottom - top)
 
     def monitor(self, index: int) -> Monitor:
-        """Monitor `index` (1-based; 0 = all together) or ActionError naming the ones that exist."""
-        if index == 0:
-            return self.union
+        """Monitor `index` (1-based; `union` is all together) or ActionError naming the ones that exist."""
         for m in self.monitors:
             if m.index == index:
                 return m
-        have = "only monitor 1" if len(self.monitors) == 1 else f"monitors 1 to {len(self.monitors)}"
-        raise ActionError(f"There is no monitor {index}.", f"This desktop has {have} (or 'all' for all together).")
+        have = ", ".join(f"{m.index} ({m.width}×{m.height} at {m.left},{m.top})" for m in self.monitors)
+        first = " (monitors count from 1)" if index < 1 else ""
+        raise ActionError(f"There is no monitor {index}{first}.",
+                          f"This desktop has {'only monitor' if len(self.monitors) == 1 else 'monitors'} {have}; "
+                          "give one of these numbers, or 'all' for all together.")
 
     def containing(self, x: float, y: float) -> Monitor | None:
         return next((m for m in self.monitors if m.contains(x, y)), None)

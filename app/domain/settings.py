@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -101,6 +102,8 @@ def _coerce(name: str, value: Any) -> Any:
             return value
     elif isinstance(default, float):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # Python's JSON reads Infinity and NaN: a wait "for ever" is no setting
+                raise ValueError(f"“{name}” should be a finite number, got {json.dumps(value)}")
             return float(value)
     elif isinstance(default, str) and isinstance(value, str):
         return value
@@ -197,10 +200,10 @@ def load_settings(path: Path) -> Loaded:
                "Deskhand.")
         log.warning(msg)
         return Loaded(Settings(), (msg,))
-    text = raw.decode("utf-8", "replace")
+    text = raw.decode("utf-8-sig", "replace")
     try:
-        try:
-            data = json.loads(raw.decode("utf-8"))
+        try:  # utf-8-sig: editors on Windows (Notepad) start the file with a byte-order mark; it is still settings
+            data = json.loads(raw.decode("utf-8-sig"))
         except RecursionError:  # json.loads gives up on some thousands of nested brackets, not with ValueError
             raise ValueError("it is nested too deeply to be settings") from None
         if not isinstance(data, dict):

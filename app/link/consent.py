@@ -82,7 +82,7 @@ class ConsentStore:
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_text(encoding="utf-8-sig"))  # a BOM from an editor is no damage
         except (OSError, ValueError):  # missing or unreadable: treated as no consent at all, never as consent
             return {}
         return data.get("hosts", {}) if isinstance(data, dict) and isinstance(data.get("hosts"), dict) else {}

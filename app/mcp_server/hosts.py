@@ -7,6 +7,7 @@ OpenCode: opencode.json {"mcp": {"deskhand": {"type": "local", "command": […]}
 
 from __future__ import annotations
 
+import codecs
 import json
 import shutil
 import time
@@ -63,7 +64,9 @@ def write_config(cfg: HostConfig) -> Path | None:
     """Merges the snippet into the host's file, the file as it was kept next to it first (nothing is written, and
     no backup made, when the file cannot be merged). The backup's path, None when there was no file."""
     try:
-        old = cfg.file.read_text(encoding="utf-8") if cfg.file.exists() else ""
+        raw = cfg.file.read_bytes() if cfg.file.exists() else b""
+        bom = raw.startswith(codecs.BOM_UTF8)  # an editor on Windows wrote one: read past it, and keep it
+        old = raw.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:  # a folder there, unreadable, not text
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise DeskhandError(f"{cfg.file} cannot be read ({why}), so Deskhand leaves it alone.",
@@ -105,7 +108,7 @@ def write_config(cfg: HostConfig) -> Path | None:
             backup = cfg.file.with_name(f"{cfg.file.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
             shutil.copy2(cfg.file, backup)
         cfg.file.parent.mkdir(parents=True, exist_ok=True)
-        cfg.file.write_text(new, encoding="utf-8")
+        cfg.file.write_text(new, encoding="utf-8-sig" if bom else "utf-8")
     except OSError as exc:
         raise file_problem(exc, cfg.file) from None
     return backup

@@ -352,7 +352,7 @@ def read_task(path: Path) -> SavedTask:
     except FileNotFoundError:
         raise DeskhandError(f"There is no task file {path}.", "See `deskhand task list`.") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))  # -sig: a byte-order mark an editor on Windows put first
     except UnicodeDecodeError as exc:
         raise DeskhandError(f"The task file {path} could not be read: {exc}.", "Check the file.") from exc
     except json.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from app.cli.shared.terminal_text import terminal_safe
+from app.domain.absent_path import why_absent
 from app.domain.errors import DeskhandError
 
 
@@ -38,7 +39,7 @@ def _check_file(flag: str, given: str) -> None:
 
     path = Path(given).expanduser()
     if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        what = "is a folder, not a file" if path.is_dir() else why_absent(path)
         raise DeskhandError(f"The file given with {flag} {what}: {given}",
                             f"Give the path of a GGUF file to {flag}, or leave out --model and --mmproj to use "
                             "the model in Settings.")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.shared.engine_choice import engine_of, say
+from app.domain.absent_path import why_absent
 from app.domain.errors import DeskhandError
 from app.engine.profile import AUTO_PROFILE
 
@@ -84,7 +85,7 @@ def second_settings(args: argparse.Namespace, first: Any) -> Any | None:
     for role, given in (("text model", c.text), ("mmproj", mmproj)):
         path = Path(given).expanduser()
         if not path.is_file():
-            what = "is a folder, not a file" if path.is_dir() else "does not exist"
+            what = "is a folder, not a file" if path.is_dir() else why_absent(path)
             raise DeskhandError(f"The second model's {role} ({WITH}) {what}: {given}",
                                 f"Give the path of a GGUF file: {WITH} TEXT.gguf,MMPROJ.gguf.")
     return first.replace(engine="local", text_model=str(Path(c.text).expanduser()),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from app.domain.absent_path import why_absent
 from app.domain.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
@@ -145,7 +146,7 @@ def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
     """Parse a GGUF header; raises ModelFileError saying what is wrong with the file."""
     p = Path(path)
     if not p.exists():
-        raise ModelFileError(f"The {role} file {p} does not exist.", "Check the path in Settings → General.")
+        raise ModelFileError(f"The {role} file {p} {why_absent(p)}.", "Check the path in Settings → General.")
     if not p.is_file():
         raise ModelFileError(f"The {role} path {p} is not a file.", "Choose the .gguf file itself.")
     size = p.stat().st_size

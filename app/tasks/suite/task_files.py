@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from app.domain.absent_path import why_absent
 from app.domain.errors import DeskhandError
 from app.tasks.python_check import check_source
 from app.tasks.saved_task import MAX_CHECK_TIMEOUT_S, SavedTask, read_regular_file, read_task
@@ -137,8 +138,8 @@ def _files(value: Any) -> dict[str, str]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = read_regular_file(path, TASK_FILE, MAX_TASK_FILE_BYTES).decode("utf-8")
+    try:  # utf-8-sig: the byte-order mark an editor on Windows puts first is no damage
+        text = read_regular_file(path, TASK_FILE, MAX_TASK_FILE_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise _bad(f"{TASK_FILE} is missing (every task folder needs one)") from None
     except DeskhandError as exc:  # a FIFO, a device, a folder, a file too large
@@ -215,7 +216,7 @@ def load_task(folder: Path) -> SuiteTask:
 def load_suite(folder: Path) -> list[SuiteTask | BrokenTask]:
     """Every task folder in `folder` (those holding task.json, or any folder that is not hidden), by name."""
     if not folder.is_dir():
-        raise DeskhandError(f"The task suite folder {folder} does not exist.",
+        raise DeskhandError(f"The task suite folder {folder} {why_absent(folder)}.",
                             "Give a folder of task folders, e.g. resources/eval_tasks.")
     out: list[SuiteTask | BrokenTask] = []
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.desktop.nested.available import background_status
+from app.domain.absent_path import why_absent
 from app.domain.background import parse_app_list
 from app.domain.settings import Settings
 
@@ -116,5 +117,6 @@ class DesktopPage(QWidget):
         """What keeps these settings from being saved, in words (what was typed stays as it is)."""
         out = [f"Deskhand's desktop, apps: {p}" for p in parse_app_list(s.background_apps)[1]]
         if s.background_shared and not Path(s.background_shared).expanduser().is_dir():
-            out.append(f"Deskhand's desktop: the shared folder {s.background_shared} does not exist.")
+            out.append(f"Deskhand's desktop: the shared folder {s.background_shared} "
+                       f"{why_absent(Path(s.background_shared).expanduser())}.")
         return out  # (its size is checked with every setting: app.domain.settings.validate)
