@@ -12,6 +12,9 @@ from app.domain.actions import Action, action_from_tool_call
 from app.domain.errors import ActionError, ProposalError
 from app.engine.profile import Profile
 
+NESTED_TOO_DEEPLY = ("The model's answer is nested too deeply to be an action (thousands of brackets inside one "
+                     "another): the model or its server is not answering as an agent model does.")
+
 
 @dataclass(frozen=True)
 class ParsedAnswer:
@@ -24,14 +27,19 @@ class ParsedAnswer:
 def parse_answer(raw: str, scale: int, *, finished: bool = True) -> ParsedAnswer:
     """The model's JSON answer as typed values; ProposalError (keeping `raw`) when it does not validate."""
     todo = "Deskhand kept the model's raw answer in the run record; ask again (re-propose) or reject the step."
+    try:
+        data = json.loads(raw)
+    except RecursionError:  # json.loads gives up on some thousands of nested brackets, not with ValueError
+        raise ProposalError(NESTED_TOO_DEEPLY, todo, raw) from None  # said even when cut off: the real reason
+    except json.JSONDecodeError as exc:
+        if not finished:
+            raise ProposalError("The model's answer was cut off before it was complete (it hit the token limit).",
+                                todo, raw) from None
+        raise ProposalError(f"The model's answer is not valid JSON ({exc.msg} at character {exc.pos}).",
+                            todo, raw) from None
     if not finished:
         raise ProposalError("The model's answer was cut off before it was complete (it hit the token limit).",
                             todo, raw)
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ProposalError(f"The model's answer is not valid JSON ({exc.msg} at character {exc.pos}).",
-                            todo, raw) from None
     if not isinstance(data, dict):
         raise ProposalError("The model's answer is not a JSON object.", todo, raw)
     note, thought, call = data.get("note"), data.get("thought", ""), data.get("tool_call")

@@ -1,0 +1,64 @@
+"""The engine and model-file rows of the 2026-12-06 reliability report that the re-run found still bad or
+partial (docs/hardening-2026-12-06/core.md): real `deskhand` processes on the private Xvfb against a loopback
+model server (tests/fake_vllm.py), the real answer parsers, and the tiny GGUF models of tests/fixtures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.domain.errors import ProposalError
+from app.engine.answer import parse_answer
+from app.engine.prompt import tool_of
+from tests.desktop import REPO, XServer
+from tests.fake_vllm import FakeVLLM
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def _run(desktop: XServer, home: Path, tmp_path: Path, *args: str, timeout: int = 240
+         ) -> subprocess.CompletedProcess[str]:
+    env = desktop.env(DESKHAND_HOME=str(home), DESKHAND_API_KEY="")
+    return subprocess.run([sys.executable, "-m", "app", "run", "--task", "Open the invoices",
+                           "--display", desktop.display, "--out", str(tmp_path / "out"), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------- R11: an answer nested 200,000 deep
+@pytest.mark.xdisplay
+def test_a_deeply_nested_answer_is_said_at_each_step_without_a_traceback(desktop, tmp_path):
+    with FakeVLLM(answer=DEEP) as server:
+        proc = _run(desktop, tmp_path / "home", tmp_path, "--engine", server.url, "--max-steps", "2")
+        chats = len(server.chats)
+    err = proc.stderr
+    assert "Traceback" not in err and "RecursionError" not in err and "internal error" not in err, err
+    assert chats == 2, err  # the second step was asked too, with the first answer in its history
+    said = "the model's answer was not usable: The model's answer is nested too deeply to be an action"
+    assert f"step 1: {said}" in err and f"step 2: {said}" in err, err
+    assert "cut off" not in err, err
+    assert proc.returncode == 3, err  # the step limit, as any run whose steps were not usable
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_the_answer_parser_names_a_deeply_nested_answer(finished):
+    with pytest.raises(ProposalError) as caught:
+        parse_answer(DEEP, 1000, finished=finished)
+    assert caught.value.what.startswith("The model's answer is nested too deeply to be an action"), caught.value
+    assert caught.value.raw == DEEP
+
+
+def test_the_previous_tool_of_a_deeply_nested_answer_is_an_action():
+    assert tool_of(DEEP) == "action"
+    assert tool_of('{"tool_call": {"tool_name": "click"}}') == "click"
+
+
+def test_a_server_s_deeply_nested_tool_call_arguments_are_named():
+    from app.engine.tool_call import call_from_json_arguments
+
+    tools = [{"tool_name": "click", "properties": {"x": {"type": "integer"}, "keys": {"type": "array"}}}]
+    for arguments in (DEEP, {"keys": DEEP}):
+        with pytest.raises(ProposalError, match="nested too deeply"):
+            call_from_json_arguments("click", arguments, tools, "answer")
