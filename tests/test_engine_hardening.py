@@ -4,6 +4,7 @@ model server (tests/fake_vllm.py), the real answer parsers, and the tiny GGUF mo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.domain.errors import ProposalError
+from app.domain.paths import default_paths
 from app.engine.answer import parse_answer
 from app.engine.prompt import tool_of
 from tests.desktop import REPO, XServer
@@ -62,3 +64,38 @@ def test_a_server_s_deeply_nested_tool_call_arguments_are_named():
     for arguments in (DEEP, {"keys": DEEP}):
         with pytest.raises(ProposalError, match="nested too deeply"):
             call_from_json_arguments("click", arguments, tools, "answer")
+
+
+# ---------------------------------------------------------------- U8: an address with a line break in it
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("given", ["--engine", "settings"])
+def test_an_engine_address_with_a_line_break_is_refused_by_position(desktop, tmp_path, given):
+    url = "http://127.0.0.1:9/v1\r\nX-Evil: 1"
+    home = tmp_path / "home"
+    args = ["--engine", url]
+    if given == "settings":
+        paths = default_paths(home).ensure()
+        paths.settings_file.write_text(json.dumps({"engine": "remote", "engine_url": url}), encoding="utf-8")
+        args = []
+    proc = _run(desktop, home, tmp_path, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "The model server address has a line break at character 22 of 32" in proc.stderr, proc.stderr
+    assert "X-Evil" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("url, said", [
+    ("http://127.0.0.1:9/v1\nHost: evil", "a line break at character 22 of 32"),
+    ("http://127.0.0.1:9/\tv1", "a tab at character 20 of 22"),
+    ("http://127.0.0.1:9/v\x001", "a control character (U+0000) at character 21 of 22"),
+    ("http://127.0.0.1:9/v\x7f1", "a control character (U+007F) at character 21 of 22"),
+    ("http://127.0.0.1:9/v\x851", "a control character (U+0085) at character 21 of 22"),
+    ("http://127.0.0.1:9/v\u20281", "a line break at character 21 of 22"),
+])
+def test_an_address_with_a_control_character_names_it_and_where(url, said):
+    from app.domain.errors import DeskhandError
+    from app.engine.remote.endpoint import parse_endpoint
+
+    with pytest.raises(DeskhandError) as caught:
+        parse_endpoint(url)
+    assert caught.value.what.startswith(f"The model server address has {said};"), caught.value.what
+    assert parse_endpoint(" http://127.0.0.1:9/v1\r\n").base_url == "http://127.0.0.1:9/v1"  # pasted with its line end
