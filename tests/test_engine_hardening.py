@@ -99,3 +99,56 @@ def test_an_address_with_a_control_character_names_it_and_where(url, said):
         parse_endpoint(url)
     assert caught.value.what.startswith(f"The model server address has {said};"), caught.value.what
     assert parse_endpoint(" http://127.0.0.1:9/v1\r\n").base_url == "http://127.0.0.1:9/v1"  # pasted with its line end
+
+
+# ---------------------------------------------------------------- R46 / R47: a model list Deskhand cannot use
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("listed, said", [
+    ({"object": "list", "data": []}, "lists no model: its /models answer is an empty list, so it has loaded none."),
+    ({"object": "list", "data": {"id": "m"}}, "answered a malformed model list: its /models answer has a “data” "
+                                               "that is not a list (dict)."),
+    ({"object": "list"}, "answered a malformed model list: its /models answer has no “data” list."),
+    ([{"id": "m"}], "answered a malformed model list: its /models answer is not a JSON object."),
+    ({"object": "list", "data": [{"object": "model"}]}, "answered a malformed model list: none of its 1 entries "
+                                                         "has a model name (“id”)."),
+])
+def test_a_model_list_with_no_model_is_said_plainly(desktop, tmp_path, listed, said):
+    with FakeVLLM(models_reply=listed) as server:
+        proc = _run(desktop, tmp_path / "home", tmp_path, "--engine", server.url)
+        chats = len(server.chats)
+    assert f"The server at {server.url} {said}" in proc.stderr, proc.stderr
+    assert "Choose one of" not in proc.stderr and "0 models" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.returncode != 0 and chats == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- R51: the server runs another model
+@pytest.mark.xdisplay
+@pytest.mark.parametrize("named", [True, False])
+def test_an_answer_from_another_model_than_the_one_asked_is_refused_naming_both(desktop, tmp_path, named):
+    with FakeVLLM(answers_as="evil/other-model") as server:
+        proc = _run(desktop, tmp_path / "home", tmp_path, "--engine", server.url, "--max-steps", "1",
+                    *(["--served-model", server.model] if named else []))
+        asked = [b["model"] for b in server.chats]
+    assert asked == ["Hcompany/Holotron-12B"], proc.stderr
+    said = (f"The server at {server.url} answered with the model “evil/other-model”, not “Hcompany/Holotron-12B” "
+            "that Deskhand asked for")
+    assert said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.returncode not in (0, 3), proc.stderr
+    assert "Click" not in proc.stderr, proc.stderr  # the other model's answer was not acted on
+
+
+def test_an_alias_of_the_model_asked_for_is_the_same_model(tmp_path):
+    from app.domain.cancel import CancelToken
+    from app.engine.remote.engine import RemoteEngine, RemoteEngineConfig
+    from tests.engine_helpers import screenshot
+
+    cards = [{"id": name, "object": "model", "owned_by": "vllm", "root": "/models/holotron", "max_model_len": 65536}
+             for name in ("holotron", "Hcompany/Holotron-12B")]
+    with FakeVLLM(models_reply={"object": "list", "data": cards}, answers_as="holotron") as server:
+        engine = RemoteEngine(RemoteEngineConfig(url=server.url, model="Hcompany/Holotron-12B"))
+        try:
+            engine.load(None, CancelToken())
+            proposal = engine.propose("Open the menu", screenshot(1), [], CancelToken())
+        finally:
+            engine.close()
+    assert proposal.tool_call["tool_name"] == "click"
