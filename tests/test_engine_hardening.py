@@ -152,3 +152,38 @@ def test_an_alias_of_the_model_asked_for_is_the_same_model(tmp_path):
         finally:
             engine.close()
     assert proposal.tool_call["tool_name"] == "click"
+
+
+# ---------------------------------------------------------------- N15: a model with all-zero weights
+@pytest.mark.model
+def test_propose_on_a_model_with_all_zero_weights_says_it_looks_broken(tmp_path):
+    from PIL import Image
+
+    from tests.fixtures import gguf_models as gm
+
+    pair = gm.build_pair(tmp_path / "zero", gm.TINY, skeleton=True)  # every weight zero, as a damaged file
+    shot = tmp_path / "s.png"
+    Image.new("RGB", (640, 400), (40, 90, 140)).save(shot)
+    proc = subprocess.run([sys.executable, "-m", "app", "propose", "--threads", "1", "--ctx", "8192",
+                           "--model", str(pair.text), "--mmproj", str(pair.mmproj), "--screenshot", str(shot),
+                           "--task", "Open the menu"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3, proc.stderr + proc.stdout  # propose's status for an answer that is not usable
+    assert "over and over: the model looks broken (all-zero or damaged weights)." in proc.stderr, proc.stderr
+    assert "Download or convert the model again" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_answer_cut_off_while_repeating_one_piece_says_the_model_looks_broken():
+    stuck = '{"note": null, "thought": "' + "tha" * 400
+    with pytest.raises(ProposalError) as caught:
+        parse_answer(stuck, 1000, finished=False)
+    assert caught.value.what == ("The model's answer was cut off at the token limit while repeating “tha” over and "
+                                 "over: the model looks broken (all-zero or damaged weights).")
+    long_thought = '{"note": null, "thought": "' + "I look for the Settings entry in the menu. " * 40
+    with pytest.raises(ProposalError, match=r"cut off before it was complete \(it hit the token limit\)"):
+        parse_answer(long_thought, 1000, finished=False)
+
+
+def test_a_working_model_s_repetitive_text_to_type_is_not_called_broken():
+    answer = {"note": None, "thought": "Draw the separator line under the title.",
+              "tool_call": {"tool_name": "write", "content": "=" * 200}}
+    assert parse_answer(json.dumps(answer), 1000).tool_call["content"] == "=" * 200

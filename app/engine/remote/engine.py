@@ -198,7 +198,7 @@ class RemoteEngine:
         """A native tool call: as the server's tool parser returned it (name and JSON arguments), or as text in the
         answer (a server without one). The answer kept for the history is laid out as the embedded engine's
         generation: the reasoning (when the profile keeps it), the end tag, the call in the template's XML."""
-        from app.engine.answer import thought_of
+        from app.engine.answer import cut_off, thought_of
         from app.engine.tool_call import call_from_json_arguments, call_from_xml, render_call, validate_call
 
         p = self.profile
@@ -213,8 +213,7 @@ class RemoteEngine:
             call = call_from_json_arguments(first["name"], first["arguments"], tools, content or first["arguments"])
         else:
             if result.finish_reason == "length":
-                raise ProposalError("The model's answer was cut off before it was complete (it hit the token "
-                                    "limit).", "Ask again (re-propose) or reject the step.", content)
+                raise cut_off(content, "Ask again (re-propose) or reject the step.")
             call = call_from_xml(content, tools)
         xml = render_call(call)
         kept = p.thinking and p.chat.keep_generation_prefix_in_history and reasoning
