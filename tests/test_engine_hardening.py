@@ -187,3 +187,60 @@ def test_a_working_model_s_repetitive_text_to_type_is_not_called_broken():
     answer = {"note": None, "thought": "Draw the separator line under the title.",
               "tool_call": {"tool_name": "write", "content": "=" * 200}}
     assert parse_answer(json.dumps(answer), 1000).tool_call["content"] == "=" * 200
+
+
+# ---------------------------------------------------------------- N5, N19, N21: crafted model files, said at load
+def _propose(tmp_path: Path, text: Path, mmproj: Path) -> subprocess.CompletedProcess[str]:
+    from PIL import Image
+
+    shot = tmp_path / "s.png"
+    Image.new("RGB", (640, 400), (40, 90, 140)).save(shot)
+    return subprocess.run([sys.executable, "-m", "app", "propose", "--threads", "1", "--ctx", "8192", "--model",
+                           str(text), "--mmproj", str(mmproj), "--screenshot", str(shot), "--task", "Open the menu"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def _set_u32(path: Path, key: str, value: int) -> None:
+    """A header value changed in place, as a damaged or hand-edited file has it."""
+    data = bytearray(path.read_bytes())
+    at = data.index(key.encode()) + len(key)
+    assert int.from_bytes(data[at:at + 4], "little") == 4  # GGUF_TYPE_UINT32
+    data[at + 4:at + 8] = value.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.model
+def test_a_big_endian_gguf_file_is_called_big_endian(tiny_model_pair, tmp_path):
+    swapped = tmp_path / "model-be.gguf"
+    data = bytearray(tiny_model_pair.text.read_bytes())
+    data[4:8] = (3).to_bytes(4, "big")  # the version as a big-endian file writes it (and its other numbers)
+    swapped.write_bytes(bytes(data))
+    proc = _propose(tmp_path, swapped, tiny_model_pair.mmproj)
+    assert proc.returncode == 2, proc.stderr
+    assert "model-be.gguf is a big-endian GGUF file" in proc.stderr and "50331648" not in proc.stderr, proc.stderr
+    assert "gguf_convert_endian.py" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.model
+def test_a_projector_that_does_not_say_its_type_is_named_so(tiny_model_pair, tmp_path):
+    from app.engine.gguf.edit import copy_without
+
+    untyped = tmp_path / "mmproj-untyped.gguf"
+    copy_without(tiny_model_pair.mmproj, untyped, lambda key: key.endswith("projector_type"))
+    proc = _propose(tmp_path, tiny_model_pair.text, untyped)
+    assert proc.returncode == 2, proc.stderr
+    assert ("The mmproj mmproj-untyped.gguf does not say which projector it is (its header has no "
+            "clip.projector_type)") in proc.stderr, proc.stderr
+    assert "“”" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.model
+def test_a_projector_with_an_input_size_of_zero_is_refused_at_load(tiny_model_pair, tmp_path):
+    zero = tmp_path / "mmproj-zero.gguf"
+    zero.write_bytes(tiny_model_pair.mmproj.read_bytes())
+    _set_u32(zero, "clip.vision.image_size", 0)
+    proc = _propose(tmp_path, tiny_model_pair.text, zero)
+    assert proc.returncode == 2, proc.stderr
+    assert ("The mmproj mmproj-zero.gguf declares an input size of 0 px (clip.vision.image_size): its vision encoder "
+            "cannot take any image") in proc.stderr, proc.stderr
+    assert "rejected a screenshot" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
