@@ -186,8 +186,8 @@ class RemoteEngine:
         asked, other = self.server.model(self.model), self.server.model(answered)
         if asked is not None and other is not None and asked.root and asked.root == other.root:
             return
-        how = "the model set in Settings → General (--served-model)" if self.config.model else \
-            "the model it lists"
+        how = "set in Settings → General or with --served-model" if self.config.model else \
+            "the one it lists"
         raise RemoteError(f"The server at {self.endpoint.base_url} answered with the model “{answered}”, not "
                           f"“{self.model}” that Deskhand asked for ({how}); the answer was not used.",
                           "Check which model the server runs (its /v1/models and its command line), then set the "
