@@ -31,6 +31,8 @@ class FakeVLLM:
                   '"element": "Settings", "x": 500, "y": 250, "button": "left", "count": 1}}'
     replies: list[Reply] = field(default_factory=list)  # scripted replies, used in order, then the answer
     honours: frozenset[str] = frozenset({"structured_outputs", "response_format"})  # for probe requests
+    models_reply: Any = None  # GET /v1/models answers this instead of the card of `model` (a crafted list)
+    answers_as: str = ""  # the model the chunks name, when not `model` (a server running another model)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
 
@@ -64,9 +66,10 @@ class FakeVLLM:
                 if self.path == "/version":
                     self._send(200, {"version": fake.version})
                 elif self.path == "/v1/models" and self._authorised():
-                    self._send(200, {"object": "list", "data": [{
-                        "id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by,
-                        "root": fake.model, "parent": None, "max_model_len": 65536, "permission": []}]})
+                    self._send(200, fake.models_reply if fake.models_reply is not None else {
+                        "object": "list", "data": [{
+                            "id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by,
+                            "root": fake.model, "parent": None, "max_model_len": 65536, "permission": []}]})
                 elif self.path != "/v1/models":
                     self._send(404, {"detail": "Not Found"})
 
@@ -107,7 +110,8 @@ class FakeVLLM:
 
     # ------------------------------------------------------------------ vLLM's shapes
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": self.model,
+        return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                "model": self.answers_as or self.model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     def chunks(self, text: str) -> list[dict[str, Any]]:

@@ -12,6 +12,43 @@ from app.domain.actions import Action, action_from_tool_call
 from app.domain.errors import ActionError, ProposalError
 from app.engine.profile import Profile
 
+NESTED_TOO_DEEPLY = ("The model's answer is nested too deeply to be an action (thousands of brackets inside one "
+                     "another): the model or its server is not answering as an agent model does.")
+
+
+BROKEN_TODO = ("Download or convert the model again (with a model server: check the model it runs); a working model "
+               "does not answer like this.")
+
+
+def repeating(text: str, *, shortest: int = 64, longest_piece: int = 8) -> str:
+    """The short piece `text` is made of, over and over to its end (“thathatha…”: what a model whose weights are
+    all zero or damaged writes until the token limit), or "" for text a working model writes."""
+    t = text.rstrip()
+    if len(t) < shortest:
+        return ""
+    return next((t[:n] for n in range(1, longest_piece + 1) if t[n:] == t[:-n]), "")
+
+
+def _repeated_tail(raw: str, tail: int = 256) -> str:
+    """The piece the last `tail` characters of `raw` repeat, as it first appears where the repetition began."""
+    text = raw.rstrip()
+    piece = repeating(text[-tail:])
+    if not piece:
+        return ""
+    n, start = len(piece), max(0, len(text) - tail)
+    while start > 0 and text[start - 1] == text[start - 1 + n]:
+        start -= 1
+    return text[start:start + n]
+
+
+def cut_off(raw: str, todo: str) -> ProposalError:
+    """The answer hit the token limit; said as a broken model when it was repeating one short piece until then."""
+    piece = _repeated_tail(raw)
+    if piece:
+        return ProposalError(f"The model's answer was cut off at the token limit while repeating “{piece}” over and "
+                             "over: the model looks broken (all-zero or damaged weights).", BROKEN_TODO, raw)
+    return ProposalError("The model's answer was cut off before it was complete (it hit the token limit).", todo, raw)
+
 
 @dataclass(frozen=True)
 class ParsedAnswer:
@@ -24,14 +61,17 @@ class ParsedAnswer:
 def parse_answer(raw: str, scale: int, *, finished: bool = True) -> ParsedAnswer:
     """The model's JSON answer as typed values; ProposalError (keeping `raw`) when it does not validate."""
     todo = "Deskhand kept the model's raw answer in the run record; ask again (re-propose) or reject the step."
-    if not finished:
-        raise ProposalError("The model's answer was cut off before it was complete (it hit the token limit).",
-                            todo, raw)
     try:
         data = json.loads(raw)
+    except RecursionError:  # json.loads gives up on some thousands of nested brackets, not with ValueError
+        raise ProposalError(NESTED_TOO_DEEPLY, todo, raw) from None  # said even when cut off: the real reason
     except json.JSONDecodeError as exc:
+        if not finished:
+            raise cut_off(raw, todo) from None
         raise ProposalError(f"The model's answer is not valid JSON ({exc.msg} at character {exc.pos}).",
                             todo, raw) from None
+    if not finished:
+        raise cut_off(raw, todo)
     if not isinstance(data, dict):
         raise ProposalError("The model's answer is not a JSON object.", todo, raw)
     note, thought, call = data.get("note"), data.get("thought", ""), data.get("tool_call")
@@ -39,6 +79,9 @@ def parse_answer(raw: str, scale: int, *, finished: bool = True) -> ParsedAnswer
         raise ProposalError("The model's “note” is neither text nor null.", todo, raw)
     if not isinstance(thought, str):
         raise ProposalError("The model's “thought” is not text.", todo, raw)
+    if piece := repeating(thought):
+        raise ProposalError(f"The model's thought is “{piece}” over and over: the model looks broken (all-zero or "
+                            "damaged weights).", BROKEN_TODO, raw)
     if not isinstance(call, dict):
         raise ProposalError("The model's answer has no “tool_call” object.", todo, raw)
     try:
@@ -59,8 +102,7 @@ def parse_for_profile(profile: Profile, raw: str, *, finished: bool = True) -> P
 
     answer = _after_reasoning(profile, raw)
     if not finished:
-        raise ProposalError("The model's answer was cut off before it was complete (it hit the token limit).",
-                            TODO, raw)
+        raise cut_off(raw, TODO)
     call = call_from_xml(answer, profile.output["tools"])
     action = validate_call(call, profile.coordinate_scale, raw)
     return ParsedAnswer(None, thought_of(profile, raw), action, call)

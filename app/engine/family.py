@@ -97,6 +97,12 @@ def check_projector_family(text: GGUFInfo, mmproj: GGUFInfo, projector: str) -> 
     family = load_profile(fits).family if fits else None
     if family is None or projector == family.projector:
         return
+    if not projector:
+        raise ModelFileError(
+            f"The mmproj {mmproj.path.name} does not say which projector it is (its header has no "
+            f"clip.projector_type), so it cannot be checked against the text model {text.path.name}, a {family.name} "
+            f"model that needs a “{family.projector}” projector: the file is damaged or was written by another tool.",
+            f"Use the mmproj published with {text.path.name} (the catalog in Deskhand's setup has matching pairs).")
     other = family_of_projector(projector)
     what = f"a {other.name} projector ({projector})" if other else f"a “{projector}” projector"
     raise ModelFileError(

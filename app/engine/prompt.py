@@ -114,7 +114,7 @@ def tool_of(answer: str) -> str:
     try:
         call = json.loads(answer).get("tool_call") or {}
         return str(call.get("tool_name") or "action")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # a previous answer that was not usable
         return "action"
 
 
@@ -143,7 +143,7 @@ def _summary_of(dropped: Sequence[PastStep]) -> str:
         try:
             data = json.loads(past.answer)
             bits = [str(data.get("thought") or ""), str(data.get("note") or "")]
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             call = past.answer.rpartition("</think>")[2].strip()  # a native tool call: what it did
             bits = [re.sub(r"\s+", " ", call)[:120]]
         line = " — ".join(b for b in bits if b)

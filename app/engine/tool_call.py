@@ -161,6 +161,8 @@ def _typed(raw: str, schema: Mapping[str, Any], name: str, answer: str) -> Any:
             return v == "true"
         if t == "array":
             return json.loads(raw)
+    except RecursionError:
+        raise ProposalError(f"The model's “{name}” is nested too deeply to be a valid {t}.", TODO, answer) from None
     except ValueError:
         raise ProposalError(f"The model's “{name}” ({raw[:40]!r}) is not a valid {t}.", TODO, answer) from None
     return raw
@@ -192,6 +194,9 @@ def call_from_json_arguments(name: str, arguments: str | Mapping[str, Any], tool
         raise ProposalError(f"The model called “{name}”, which is not one of its tools.", TODO, answer)
     try:
         args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+    except RecursionError:
+        raise ProposalError(f"The arguments of the model's “{name}” call are nested too deeply to read.", TODO,
+                            answer) from None
     except ValueError:
         raise ProposalError(f"The arguments of the model's “{name}” call are not valid JSON.", TODO, answer) from None
     if not isinstance(args, dict):

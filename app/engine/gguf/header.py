@@ -156,6 +156,11 @@ def read_gguf(path: str | Path, role: str = "model") -> GGUFInfo:
                 raise ModelFileError(f"The {role} file {p.name} is not a GGUF file.",
                                      "Deskhand needs llama.cpp GGUF files (text model + mmproj).")
             version = _unpack(f, "<I")
+            if version not in (2, 3) and int.from_bytes(version.to_bytes(4, "little"), "big") in (2, 3):
+                raise ModelFileError(f"The {role} file {p.name} is a big-endian GGUF file (for IBM s390x machines); "
+                                     "llama.cpp on this computer reads little-endian GGUF files only.",
+                                     "Download the model's usual (little-endian) GGUF file, or convert this one "
+                                     "with gguf-py's gguf_convert_endian.py.")
             if version not in (2, 3):
                 raise ModelFileError(f"{p.name} is GGUF version {version}, which this Deskhand cannot read.",
                                      "Use a GGUF v3 file (current llama.cpp converters write v3).")

@@ -108,6 +108,11 @@ def check_model_files(text_path: str | Path | None, mmproj_path: str | Path | No
             f"with {stats}mean {list(mean)} / std {list(std)}: the model would see every colour shifted.",
             f"Correct the file in place with: deskhand model fix-norm '{mmproj.path}'")
     size = mmproj.get("clip.vision.image_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        # llama.cpp loads such a file and then fails on every screenshot
+        raise ModelFileError(f"The mmproj {mmproj.path.name} declares an input size of {size!r} px "
+                             "(clip.vision.image_size): its vision encoder cannot take any image; the file's header "
+                             "is damaged.", "Download the mmproj published with the text model again.")
     if not isinstance(profile.image, DynamicImageSpec) and size not in (None, profile.image.tile_size):
         warnings.append(f"The mmproj {mmproj.path.name} declares {size} px input; this family uses "
                         f"{profile.image.tile_size} px tiles.")

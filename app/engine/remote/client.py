@@ -58,6 +58,7 @@ class ChatResult:
     first_token_s: float = 0.0
     total_s: float = 0.0
     attempts: int = 1
+    model: str = ""  # the model the server says answered (the chunks' "model"), "" where it does not say
 
 
 def tls_context() -> ssl.SSLContext:
@@ -266,6 +267,8 @@ class ServerClient:
                 if "error" in chunk:  # vLLM reports errors after the headers as an event
                     raise self._status_error(int(_code(chunk)), json.dumps(chunk), str(chunk.get("model", "")), 1)
                 result.usage = _usage(chunk.get("usage")) or result.usage
+                if not result.model and isinstance(chunk.get("model"), str):
+                    result.model = chunk["model"]
                 for choice in _list(chunk.get("choices")):
                     delta = choice.get("delta") or {}
                     if not isinstance(delta, dict):

@@ -44,6 +44,7 @@ def parse_endpoint(url: str, allow_http: bool = False) -> Endpoint:
     text = url.strip()
     if not text:
         raise DeskhandError("No model server address is set.", ADDRESS_TODO)
+    _refuse_control_characters(text)
     if "@" in text.partition("://")[2 if "://" in text else 0].split("/", 1)[0]:  # user:password@host
         # refused, not stored: settings, records and logs keep the address in clear (and it is not echoed here)
         raise DeskhandError("The model server address holds a user name or password (“…@host”); Deskhand "
@@ -70,6 +71,19 @@ def parse_endpoint(url: str, allow_http: bool = False) -> Endpoint:
             "--allow-http) if the network in between is yours alone.")
     path = parts.path.rstrip("/") or "/v1"
     return Endpoint(urlunsplit((parts.scheme, parts.netloc, path, "", "")), host, loopback)
+
+
+def _refuse_control_characters(text: str) -> None:
+    """A line break or other control character inside an address would be dropped or joined by the URL parser
+    (`…/v1` CR LF `X-Evil: 1` became `…/v1X-Evil: 1`): a server other than the one meant, or a header smuggled in."""
+    for i, ch in enumerate(text):
+        code = ord(ch)
+        if code < 32 or 127 <= code < 160 or ch in "\u2028\u2029":
+            kind = ("a line break" if ch in "\r\n\u2028\u2029" else "a tab" if ch == "\t" else
+                    f"a control character (U+{code:04X})")
+            raise DeskhandError(f"The model server address has {kind} at character {i + 1} of {len(text)}; an "
+                                "address is one line of printable characters.",
+                                "Type or paste the address again, in one piece. " + ADDRESS_TODO)
 
 
 def clean_api_key(key: str) -> str:

@@ -160,6 +160,7 @@ class RemoteEngine:
                 self._compact = min(len(history), self._compact + max(1, (len(history) - self._compact) // 2))
                 log.warning("the server's context overflowed at step %d: the oldest %d steps are summarised",
                             len(history) + 1, self._compact)
+        self._check_answering_model(result.model)
         usage = result.usage
         counters = Counters(tokens_evaluated=int(usage.get("prompt_tokens") or 0),
                             tokens_generated=int(usage.get("completion_tokens") or 0),
@@ -177,11 +178,27 @@ class RemoteEngine:
             raise
         return Proposal(parsed.note, parsed.thought, parsed.action, parsed.tool_call, raw, counters, timings)
 
+    def _check_answering_model(self, answered: str) -> None:
+        """The server answered with another model than the one asked for: refused, as a model the server does not
+        list is (a served name listed as an alias of the same model is the same model)."""
+        if not answered or answered == self.model or self.server is None:
+            return
+        asked, other = self.server.model(self.model), self.server.model(answered)
+        if asked is not None and other is not None and asked.root and asked.root == other.root:
+            return
+        how = "set in Settings → General or with --served-model" if self.config.model else \
+            "the one it lists"
+        raise RemoteError(f"The server at {self.endpoint.base_url} answered with the model “{answered}”, not "
+                          f"“{self.model}” that Deskhand asked for ({how}); the answer was not used.",
+                          "Check which model the server runs (its /v1/models and its command line), then set the "
+                          "served model name it answers with in Settings → General (--served-model for `deskhand "
+                          "run`).", kind="model")
+
     def _tool_call_answer(self, result: Any) -> tuple[ParsedAnswer, str]:
         """A native tool call: as the server's tool parser returned it (name and JSON arguments), or as text in the
         answer (a server without one). The answer kept for the history is laid out as the embedded engine's
         generation: the reasoning (when the profile keeps it), the end tag, the call in the template's XML."""
-        from app.engine.answer import thought_of
+        from app.engine.answer import cut_off, thought_of
         from app.engine.tool_call import call_from_json_arguments, call_from_xml, render_call, validate_call
 
         p = self.profile
@@ -196,8 +213,7 @@ class RemoteEngine:
             call = call_from_json_arguments(first["name"], first["arguments"], tools, content or first["arguments"])
         else:
             if result.finish_reason == "length":
-                raise ProposalError("The model's answer was cut off before it was complete (it hit the token "
-                                    "limit).", "Ask again (re-propose) or reject the step.", content)
+                raise cut_off(content, "Ask again (re-propose) or reject the step.")
             call = call_from_xml(content, tools)
         xml = render_call(call)
         kept = p.thinking and p.chat.keep_generation_prefix_in_history and reasoning

@@ -34,6 +34,8 @@ PROBE_VALUE = "deskhand-probe-7f3a"
 PROBE_SCHEMA = {"type": "object", "properties": {"probe": {"type": "string", "enum": [PROBE_VALUE]}},
                 "required": ["probe"]}
 PROBE_GRAMMAR = f'root ::= "{{\\"probe\\": \\"{PROBE_VALUE}\\"}}"\n'
+NO_MODEL_TODO = ("Check that the server has loaded the model (vLLM: `vllm serve MODEL`, as in deploy/) and that the "
+                 "address is the model server's /v1, then connect again.")
 NEITHER_TODO = ("Serve the model with vLLM 0.10.2 or newer (deploy/ has the command lines), or with llama.cpp's "
                 "server; Deskhand needs answers that are valid by construction.")
 
@@ -42,6 +44,7 @@ NEITHER_TODO = ("Serve the model with vLLM 0.10.2 or newer (deploy/ has the comm
 class ServedModel:
     id: str
     max_model_len: int = 0  # 0: the server does not say
+    root: str = ""  # the model behind the name (vLLM lists each --served-model-name alias with the same root)
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,33 @@ def version_tuple(text: str) -> tuple[int, ...]:
 def served_models(data: Any) -> tuple[tuple[ServedModel, ...], str]:
     """The model list of GET /v1/models and its `owned_by`."""
     items = data.get("data", []) if isinstance(data, dict) else []
-    models = tuple(ServedModel(str(m.get("id", "")), int(m.get("max_model_len") or 0))
+    items = items if isinstance(items, list) else []
+    models = tuple(ServedModel(str(m.get("id", "")), _count(m.get("max_model_len")), str(m.get("root") or ""))
                    for m in items if isinstance(m, dict) and m.get("id"))
     owner = next((str(m.get("owned_by", "")) for m in items if isinstance(m, dict)), "")
     return models, owner
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):
+        return 0  # the server does not say in a form Deskhand reads
+
+
+def model_list_problem(data: Any) -> str:
+    """Why GET /v1/models names no model Deskhand could use, in words ("" when it names one): a server that lists
+    none has loaded none, and one whose list is malformed is not answering as an OpenAI-compatible server does."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        shape = "is not a JSON object" if not isinstance(data, dict) else \
+            "has no “data” list" if items is None else f"has a “data” that is not a list ({type(items).__name__})"
+        return f"answered a malformed model list: its /models answer {shape}"
+    if not items:
+        return "lists no model: its /models answer is an empty list, so it has loaded none"
+    if not served_models(data)[0]:
+        return f"answered a malformed model list: none of its {len(items)} entries has a model name (“id”)"
+    return ""
 
 
 def vllm_mode(version: str) -> str | None:
@@ -103,7 +129,10 @@ def probe(client: ServerClient, model: str, mode: str, token: CancelToken | None
 def detect(client: ServerClient, token: CancelToken | None = None, model: str = "", forced: str = "auto"
            ) -> ServerInfo:
     """Ask the server what it is; probe it when its kind does not settle the structured-output form."""
-    models, owner = served_models(client.get_json("/models", token))
+    listed = client.get_json("/models", token)
+    models, owner = served_models(listed)
+    if problem := model_list_problem(listed):
+        raise RemoteError(f"The server at {client.endpoint.base_url} {problem}.", NO_MODEL_TODO, kind="model")
     kind, version = OTHER, ""
     if owner == "vllm":
         kind = VLLM

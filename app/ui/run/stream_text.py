@@ -63,6 +63,6 @@ def tool_name(raw: str) -> str | None:
 def is_complete_json(raw: str) -> bool:
     try:
         json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
