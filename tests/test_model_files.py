@@ -96,6 +96,17 @@ def test_imagenet_normalisation_is_an_error_with_the_command_that_fixes_it(tiny_
     assert read_gguf(mmproj).get("clip.vision.image_std") == pytest.approx(list(gm.CLIP_STD))
 
 
+def test_fix_norm_on_a_projector_that_does_not_say_its_type_says_so(tiny_model_pair, tmp_path):
+    from app.engine.gguf.edit import copy_without
+
+    untyped = tmp_path / "untyped.gguf"
+    copy_without(tiny_model_pair.mmproj, untyped, lambda key: key.endswith("projector_type"))
+    r = subprocess.run([sys.executable, "-m", "app", "model", "fix-norm", str(untyped)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "does not say which projector it is" in r.stderr, r.stderr
+    assert "“”" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_engine_load_reports_file_errors_and_warnings(tiny_model_pair, tmp_path, model_factory):
     prof = compact_profile(tmp_path)
     with pytest.raises(ModelFileError, match="truncated"):

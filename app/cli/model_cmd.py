@@ -239,6 +239,9 @@ def run_fix_norm(args: argparse.Namespace) -> int:
         else:
             fam = family_of_projector(projector_of(info))
             name = next((n for n in list_profiles() if fam is not None and load_profile(n).family == fam), None)
+            if name is None and not projector_of(info):
+                raise DeskhandError(f"{info.path.name} does not say which projector it is (its header has no "
+                                    "clip.projector_type).", "Name the profile with --profile.")
             if name is None:
                 raise DeskhandError(f"{info.path.name} is a “{projector_of(info)}” projector, which no profile of "
                                     "this Deskhand is written for.", "Name the profile with --profile.")
