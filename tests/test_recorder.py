@@ -221,3 +221,33 @@ def test_an_exported_run_has_a_report_a_browser_shows_with_steps_screenshots_tim
     for colour in colours:  # each step's screenshot drawn in the page: the browser loaded the files beside it
         assert (np.abs(shot - np.array(colour)).max(axis=2) <= 12).sum() > 20000, colour
     r.close()
+
+
+def test_first_connections_at_once_to_a_new_history_all_open_it(tmp_path):
+    """The app's worker and its History open a history that does not exist yet at the same moment: switching the new
+    file to WAL was "database is locked" at once for one of them (SQLite does not busy-wait there), and the app
+    lost its recent tasks with a warning."""
+    import threading
+
+    from app.agent.history.recorder import connect, recent_tasks
+
+    problems: list[str] = []
+    for n in range(100):
+        db = tmp_path / f"history-{n}.sqlite"
+        start = threading.Barrier(3)
+
+        def open_it(db=db, start=start) -> None:
+            start.wait()
+            try:
+                con = connect(db)
+                recent_tasks(con)
+                con.close()
+            except Exception as exc:  # what the test counts
+                problems.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=open_it) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert problems == []

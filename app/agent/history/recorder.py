@@ -116,8 +116,24 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
     db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _private(db)
     # autocommit; explicit transactions below
-    con = sqlite3.connect(db, timeout=BUSY_TIMEOUT_S if timeout is None else timeout, isolation_level=None)
+    wait = BUSY_TIMEOUT_S if timeout is None else timeout
+    con = sqlite3.connect(db, timeout=wait, isolation_level=None)
     con.row_factory = sqlite3.Row
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            _prepare(con, db)
+            return con
+        except sqlite3.OperationalError as exc:
+            # two first connections at once (the app's worker and its History): switching a new file to WAL is
+            # "locked" at once, without SQLite's busy wait; the other one is done in a moment
+            if not is_locked(exc) or time.monotonic() > deadline:
+                con.close()
+                raise
+            time.sleep(0.02)
+
+
+def _prepare(con: sqlite3.Connection, db: Path) -> None:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.execute("PRAGMA foreign_keys=ON")
@@ -130,7 +146,6 @@ def connect(db: Path, timeout: float | None = None) -> sqlite3.Connection:
         con.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
     if "element" not in {row[1] for row in con.execute("PRAGMA table_info(steps)")}:
         con.execute("ALTER TABLE steps ADD COLUMN element TEXT")
-    return con
 
 
 def _full(exc: Exception) -> bool:
