@@ -181,7 +181,7 @@ class GrammarSampler:
             raise invalid_numbers(best)
         if best == -math.inf:  # never reached with a sound model: the grammar always allows something
             raise ModelFileError("The model's vocabulary has no token the answer's grammar allows here.",
-                                 "Check that the model matches its profile (Settings → Model).")
+                                 "Check that the model matches its profile (Settings → Advanced).")
         if self.greedy:  # the first of equal maxima, as llama.cpp's greedy sampler picks
             return int(ids[masked == best].min())
         return int(ids[pick(masked, self.temperature, self.top_k, self._rng)])
