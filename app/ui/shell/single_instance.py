@@ -135,7 +135,12 @@ class InstanceServer(QObject):
 
             sock.readyRead.connect(read)
             sock.disconnected.connect(sock.deleteLater)
-            QTimer.singleShot(FIRST_LINE_WAIT_MS, sock, idle)
+            # a timer the socket owns: it goes with the socket (PySide's singleShot with the socket as its context
+            # aborted the process now and then once sockets were deleted before their wait was over)
+            wait = QTimer(sock)
+            wait.setSingleShot(True)
+            wait.timeout.connect(idle)
+            wait.start(FIRST_LINE_WAIT_MS)
             if sock.bytesAvailable():  # it may have arrived before the connection above
                 read()
 
