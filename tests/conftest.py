@@ -35,6 +35,18 @@ def qt_platform(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
+def qapp_args(pytestconfig: pytest.Config, request: pytest.FixtureRequest, qt_platform: str) -> list[str]:
+    """The session's one QApplication lives on pytest-xvfb's display, whatever DISPLAY says when the first Qt test
+    makes it: a module's own Xvfb (tests.desktop.desktop_session points DISPLAY there meanwhile) goes away with the
+    module, and an application made on it would take every later Qt test with it (X11 connection broke)."""
+    args = [pytestconfig.getini("qt_qapp_name")]
+    xvfb = request.getfixturevalue("xvfb")
+    if qt_platform == "xcb" and xvfb is not None:
+        args += ["-display", f":{xvfb.display}"]
+    return args
+
+
+@pytest.fixture(scope="session")
 def private_x(request: pytest.FixtureRequest, qt_platform: str) -> str:
     """The private X display; skips when there is none, so no test ever drives a developer's desktop."""
     xvfb = request.getfixturevalue("xvfb")
