@@ -79,6 +79,20 @@ def make_app(tmp_path):
         yield lambda engine: stack.enter_context(running_app(tmp_path, engine, main=(1100, 120, 780, 640)))
 
 
+def approve_until_pressed(qtbot, app, seen, tries: int = 4) -> None:
+    """Approve step 2's proposal, and each new one should the screen change again, until the pad is pressed."""
+    for _ in range(tries):
+        shown = app.dialog.event_
+        app.dialog.approve_button.click()
+        qtbot.waitUntil(lambda shown=shown: "pressed" in seen.names() or (
+            app.dialog.isVisible() and app.dialog.event_ is not None and app.dialog.event_ is not shown),
+            timeout=60000)
+        if "pressed" in seen.names():
+            return
+        wait_dialog(qtbot, app, 2)
+    raise AssertionError(f"the pad was never pressed: {attempts(app)}")
+
+
 def start(qtbot, app, task: str) -> None:
     qtbot.waitUntil(app.main.isVisible)
     app.main.set_task(task)
@@ -93,11 +107,11 @@ def test_a_tooltip_the_pointer_raised_does_not_drop_the_approved_step(qtbot, des
     start(qtbot, app, "Sign in, then press the pad")
     wait_dialog(qtbot, app, 1)
     app.dialog.approve_button.click()
-    qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=15000)  # the pointer rests on the button now
+    qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=60000)  # the pointer rests on the button now
     wait_dialog(qtbot, app, 2)  # proposed on a screenshot without the tooltip, which came up afterwards
     app.dialog.approve_button.click()
-    qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=15000)
-    qtbot.waitUntil(lambda: not app.presenter.running, timeout=15000)
+    qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=60000)
+    qtbot.waitUntil(lambda: not app.presenter.running, timeout=60000)
     assert attempts(app) == [(1, 1, False, True), (2, 1, False, True), (3, 1, False, False)]
     assert app.main.steps.dropped() == [] and app.main.steps.decisions()[2] == "approved"
 
@@ -115,15 +129,20 @@ def test_a_real_change_drops_the_approved_step_and_the_new_approval_says_so(qtbo
         else:
             target.request("pad_look", text="done", colour="#7f1d1d")  # the pad the step presses is another now
 
+    def while_step_2(step):  # asked again, on a new screenshot, until step 2 is done; then the script ends
+        def call(obs):
+            return step(obs) if engine.seen[-1].history < 2 else {"tool_name": "answer", "content": "Done."}
+        return call
+
     engine = ScriptedEngine([click_at(target, "button", "Sign in"),
                              then(click_at(target, "pad", "the pad"), change),
-                             click_at(target, "pad", "the pad")])  # asked again, on a new screenshot
+                             *[while_step_2(click_at(target, "pad", "the pad"))] * 4])
     app = make_app(engine)
     seen = Seen(target)
     start(qtbot, app, "Sign in, then press the pad")
     wait_dialog(qtbot, app, 1)
     app.dialog.approve_button.click()
-    qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=15000)
+    qtbot.waitUntil(lambda: "clicked" in seen.names(), timeout=60000)
     e = wait_dialog(qtbot, app, 2)
     first = e.description.split(" at (")[0]
     assert not app.dialog.dropped.isVisible()
@@ -131,7 +150,7 @@ def test_a_real_change_drops_the_approved_step_and_the_new_approval_says_so(qtbo
 
     # not done: the model is asked again, and the new approval window says what happened to the approved step
     qtbot.waitUntil(lambda: app.dialog.isVisible() and app.dialog.event_ is not None
-                    and app.dialog.event_.step == 2 and app.dialog.event_.dropped != "", timeout=30000)
+                    and app.dialog.event_.step == 2 and app.dialog.event_.dropped != "", timeout=60000)
     banner = app.dialog.dropped.text()
     assert app.dialog.dropped.isVisible() and "The step you approved was not done" in banner, banner
     assert first in banner and "changed since the screenshot" in banner and "new proposal for step 2" in banner
@@ -141,8 +160,16 @@ def test_a_real_change_drops_the_approved_step_and_the_new_approval_says_so(qtbo
     assert app.main.steps.decisions() == {1: "approved", 2: "waiting for you"}
     assert app.main.steps.topLevelItemCount() == 3
     assert "pressed" not in seen.names()  # the dropped step did nothing
-    app.dialog.approve_button.click()
-    qtbot.waitUntil(lambda: "pressed" in seen.names(), timeout=15000)
-    qtbot.waitUntil(lambda: not app.presenter.running, timeout=30000)
-    assert attempts(app)[:3] == [(1, 1, False, True), (2, 1, True, False), (2, 2, False, True)]
-    assert app.main.steps.decisions()[2] == "approved" and len(app.main.steps.dropped()) == 1
+    approve_until_pressed(qtbot, app, seen)
+    qtbot.waitUntil(lambda: not app.presenter.running, timeout=60000)
+    done = attempts(app)
+    assert done[:2] == [(1, 1, False, True), (2, 1, True, False)] and done[-1][:2] == (3, 1), done
+    again = done[2:-1]  # step 2 proposed again: dropped (nothing done) until the one that was done
+    assert again[-1] == (2, len(again) + 1, False, True) and all(a == (2, i + 2, True, False)
+                                                             for i, a in enumerate(again[:-1])), done
+    if tooltip != "over the target":  # nothing on the screen changes after the first drop
+        assert len(again) == 1, done
+    # (over the target, the test's tooltip may be under the target window for a moment when Deskhand's windows
+    # step aside for a screenshot, until it raises itself again: the step is then rightly dropped once more)
+    assert app.main.steps.decisions()[2] == "approved" and len(app.main.steps.dropped()) == len(again)
+    assert seen.names().count("pressed") == 1
